@@ -3,6 +3,8 @@
 // command-line overrides. A key path "a.b_c" is overridden by the environment
 // variable PREFIX_A_B_C (PREFIX given at load, e.g. "TALLY_SHARD").
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,8 +32,16 @@ class config {
   std::string env_name(std::string_view path) const;              // PREFIX_A_B_C
 
  private:
+  struct value {
+    std::string text;
+    std::string source;  // where the value came from, for error messages
+  };
+  std::optional<value> lookup(std::string_view path) const;
+
   std::string prefix_;
   nlohmann::json root_;
+  std::string file_;
+  std::map<std::string, std::string, std::less<>> overrides_;  // path → text, from the command line
 };
 
 }  // namespace tally::config

@@ -43,6 +43,12 @@ class histogram {
 
 class registry {
  public:
+  // Out of line because `entry` is only complete in metrics.cpp.
+  registry();
+  ~registry();
+  registry(const registry&) = delete;
+  registry& operator=(const registry&) = delete;
+
   // `labels` is the literal label set, e.g. R"(mode="group")" or "".
   // The same name+labels returns the same metric.
   counter& add_counter(const std::string& name, const std::string& help, const std::string& labels = "");
@@ -52,6 +58,9 @@ class registry {
   std::string render() const;
  private:
   struct entry;
+  template <typename M, typename Make>
+  M& add(const std::string& name, const std::string& help, const std::string& labels, Make make);
+
   std::vector<std::unique_ptr<entry>> entries_;
   mutable std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
 };

@@ -1,0 +1,61 @@
+#pragma once
+// The shard's commands as values: parsed and validated from JSON, with the
+// business key they are idempotent on and the request hash of their
+// semantic fields.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tally::shard {
+
+enum class command_kind { open_account, credit, debit, hold, capture, release, refund, cancel_key };
+
+std::string_view to_string(command_kind k);
+std::optional<command_kind> command_kind_from(std::string_view name);
+
+inline constexpr std::int64_t max_amount = 1'000'000'000'000'000;  // 10^15
+
+// (tenant, account, biz_type, biz_id): names one effect forever.
+struct op_key {
+  std::string tenant;
+  std::string account_id;
+  std::string biz_type;
+  std::string biz_id;
+  std::string flat() const;  // a map key
+  bool operator==(const op_key&) const = default;
+};
+
+struct command {
+  command_kind kind = command_kind::credit;
+  std::string tenant;
+  std::string account_id;
+  // credit/debit/refund: the operation's id. hold/capture/release: the hold's id.
+  // open_account: optional (defaults to "open"). cancel_key: unused.
+  std::string biz_id;
+  std::int64_t amount = 0;         // capture: 0 means "the whole hold"
+  std::string target_type;         // refund: "debit" or "capture"; cancel_key: the cancelled biz_type
+  std::string target_id;           // refund: the original biz_id; cancel_key: the cancelled biz_id
+  std::string memo;
+  std::string request_hash;        // hex SHA-256 of the semantic fields
+
+  // The key this command is idempotent on. cancel_key acts on its target's key.
+  op_key key() const;
+  // refund: the original operation's key.
+  op_key target_key() const;
+};
+
+struct invalid_command {
+  std::string message;
+};
+
+// Validates every field (ids [A-Za-z0-9._:-]{1,64}, 1 <= amount <= 10^15,
+// known command, no unknown fields) and computes the request hash.
+std::variant<command, invalid_command> parse_command(const nlohmann::json& j);
+bool is_valid_id(std::string_view id);
+std::string request_hash(const command& c);
+
+}  // namespace tally::shard

@@ -1,0 +1,278 @@
+#include "account_shard/ledger/decide.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace tally::shard {
+
+namespace {
+template <typename E, std::size_t N>
+std::optional<E> from_names(const std::array<std::string_view, N>& names, std::string_view s) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == s) return static_cast<E>(i);
+  return std::nullopt;
+}
+constexpr std::array<std::string_view, 3> account_status_names = {"active", "frozen", "closed"};
+constexpr std::array<std::string_view, 3> op_state_names = {"succeeded", "rejected", "cancelled"};
+constexpr std::array<std::string_view, 3> hold_state_names = {"held", "captured", "released"};
+constexpr std::array<std::string_view, 6> reply_status_names = {"succeeded", "rejected",        "conflict",
+                                                                "cancelled", "already_applied", "retry"};
+}  // namespace
+
+std::string_view to_string(account_status s) { return account_status_names[static_cast<std::size_t>(s)]; }
+std::optional<account_status> account_status_from(std::string_view s) {
+  return from_names<account_status>(account_status_names, s);
+}
+std::string_view to_string(op_state s) { return op_state_names[static_cast<std::size_t>(s)]; }
+std::optional<op_state> op_state_from(std::string_view s) { return from_names<op_state>(op_state_names, s); }
+std::string_view to_string(hold_state s) { return hold_state_names[static_cast<std::size_t>(s)]; }
+std::optional<hold_state> hold_state_from(std::string_view s) { return from_names<hold_state>(hold_state_names, s); }
+std::string_view to_string(reply_status s) { return reply_status_names[static_cast<std::size_t>(s)]; }
+
+std::string batch_state::account_key(std::string_view tenant, std::string_view account) {
+  std::string k(tenant);
+  k += '\x1f';
+  k += account;
+  return k;
+}
+
+std::string batch_state::hold_key(std::string_view tenant, std::string_view account, std::string_view hold) {
+  std::string k = account_key(tenant, account);
+  k += '\x1f';
+  k += hold;
+  return k;
+}
+
+std::int64_t batch_state::take_seq() {
+  // The store reserves one sequence number per command, so this never runs out.
+  if (next_seq >= free_seqs.size()) throw std::logic_error("ledger sequence numbers exhausted");
+  return free_seqs[next_seq++];
+}
+
+void batch_state::record(operation_row op) {
+  op.is_new = true;
+  op.dirty = true;
+  auto flat = op.key.flat();
+  operations.insert_or_assign(std::move(flat), std::move(op));
+}
+
+void batch_state::emit(account_row& a, std::string_view type, const command& c) {
+  a.version += 1;
+  a.dirty = true;
+  nlohmann::json payload = {
+      {"tenant", a.tenant},         {"account_id", a.account_id}, {"balance", a.balance},
+      {"held", a.held},             {"available", a.balance - a.held},
+      {"status", to_string(a.status)}, {"version", a.version},
+      {"cause", {{"type", to_string(c.kind)}, {"biz_id", c.biz_id}}},
+  };
+  events.push_back({a.tenant, a.account_id, a.version, std::string(type), payload.dump()});
+}
+
+namespace {
+
+reply from_operation(const operation_row& op, command_kind kind, bool replayed) {
+  reply r;
+  r.kind = kind;
+  r.biz_id = op.key.biz_id;
+  r.replayed = replayed;
+  r.amount = op.amount;
+  r.balance_after = op.balance_after;
+  r.held_after = op.held_after;
+  r.version = op.version_after;
+  r.ledger_seq = op.ledger_seq;
+  r.code = op.reason;
+  r.status = op.state == op_state::succeeded  ? reply_status::succeeded
+             : op.state == op_state::rejected ? reply_status::rejected
+                                              : reply_status::cancelled;
+  return r;
+}
+
+bool add_overflows(std::int64_t a, std::int64_t b) { return a > std::numeric_limits<std::int64_t>::max() - b; }
+
+}  // namespace
+
+reply batch_state::decide(const command& c) {
+  const op_key key = c.key();
+  if (auto it = operations.find(key.flat()); it != operations.end()) {
+    const operation_row& op = it->second;
+    if (op.state == op_state::cancelled) return from_operation(op, c.kind, c.kind == command_kind::cancel_key);
+    if (c.kind == command_kind::cancel_key) {
+      reply r = from_operation(op, c.kind, false);
+      r.status = reply_status::already_applied;
+      r.applied_state = op.state;
+      r.applied_code = op.reason;
+      r.code.clear();
+      return r;
+    }
+    if (op.request_hash != c.request_hash) {
+      reply r;
+      r.status = reply_status::conflict;
+      r.code = "idempotency_conflict";
+      r.kind = c.kind;
+      r.biz_id = c.biz_id;
+      return r;
+    }
+    return from_operation(op, c.kind, true);
+  }
+
+  operation_row op;
+  op.key = key;
+  op.request_hash = c.request_hash;
+  auto retry = [&](std::string code) {
+    reply r;
+    r.status = reply_status::retry;
+    r.code = std::move(code);
+    r.kind = c.kind;
+    r.biz_id = c.biz_id;
+    return r;
+  };
+  auto finish = [&](op_state state, std::string reason, const account_row* a) {
+    op.state = state;
+    op.reason = std::move(reason);
+    if (a) {
+      op.balance_after = a->balance;
+      op.held_after = a->held;
+      op.version_after = a->version;
+    }
+    reply r = from_operation(op, c.kind, false);
+    record(std::move(op));
+    return r;
+  };
+
+  if (c.kind == command_kind::cancel_key) return finish(op_state::cancelled, "", nullptr);
+
+  auto acc_it = accounts.find(account_key(c.tenant, c.account_id));
+  account_row* a = acc_it == accounts.end() ? nullptr : &acc_it->second;
+
+  if (c.kind == command_kind::open_account) {
+    if (!a) {
+      account_row fresh{c.tenant, c.account_id, 0, 0, account_status::active, 0, true, true};
+      a = &accounts.emplace(account_key(c.tenant, c.account_id), std::move(fresh)).first->second;
+      emit(*a, "account.opened", c);
+      op.ledger_seq = take_seq();
+      // The opening entry is the ledger's baseline for reconciliation.
+      ledger.push_back({*op.ledger_seq, key, 0, 0, std::nullopt});
+    }
+    return finish(op_state::succeeded, "", a);
+  }
+
+  if (c.kind == command_kind::release) {
+    auto hk = hold_key(c.tenant, c.account_id, c.biz_id);
+    auto h = holds.find(hk);
+    if (h == holds.end()) {
+      // Released before its hold arrived: a tombstone refuses the late hold.
+      holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, 0, 0, hold_state::released, true, true});
+      return finish(op_state::succeeded, "", a);
+    }
+  }
+
+  if (!a) return finish(op_state::rejected, "account_not_found", nullptr);
+  if (a->status == account_status::frozen) return retry("account_frozen");
+  if (a->status == account_status::closed) return finish(op_state::rejected, "account_closed", a);
+
+  switch (c.kind) {
+    case command_kind::credit: {
+      if (add_overflows(a->balance, c.amount)) return finish(op_state::rejected, "balance_overflow", a);
+      a->balance += c.amount;
+      op.amount = c.amount;
+      op.ledger_seq = take_seq();
+      ledger.push_back({*op.ledger_seq, key, c.amount, a->balance, std::nullopt});
+      emit(*a, "account.credited", c);
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::debit: {
+      if (a->balance - a->held < c.amount) return finish(op_state::rejected, "insufficient_funds", a);
+      a->balance -= c.amount;
+      op.amount = c.amount;
+      op.ledger_seq = take_seq();
+      ledger.push_back({*op.ledger_seq, key, -c.amount, a->balance, std::nullopt});
+      emit(*a, "account.debited", c);
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::hold: {
+      auto hk = hold_key(c.tenant, c.account_id, c.biz_id);
+      if (holds.contains(hk)) return finish(op_state::rejected, "hold_released", a);  // a tombstone
+      if (a->balance - a->held < c.amount) return finish(op_state::rejected, "insufficient_funds", a);
+      a->held += c.amount;
+      op.amount = c.amount;
+      holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, c.amount, 0, hold_state::held, true, true});
+      emit(*a, "account.held", c);
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::capture: {
+      auto h = holds.find(hold_key(c.tenant, c.account_id, c.biz_id));
+      if (h == holds.end()) return retry("hold_not_found");
+      hold_row& hold = h->second;
+      if (hold.state == hold_state::released) return finish(op_state::rejected, "hold_released", a);
+      if (hold.state == hold_state::captured) return finish(op_state::rejected, "hold_captured", a);
+      std::int64_t take = c.amount == 0 ? hold.amount : c.amount;
+      if (take > hold.amount) return finish(op_state::rejected, "capture_exceeds_hold", a);
+      // A partial capture releases the rest of the hold.
+      a->held -= hold.amount;
+      a->balance -= take;
+      hold.captured = take;
+      hold.state = hold_state::captured;
+      hold.dirty = true;
+      op.amount = take;
+      op.ledger_seq = take_seq();
+      ledger.push_back({*op.ledger_seq, key, -take, a->balance, std::nullopt});
+      emit(*a, "account.captured", c);
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::release: {
+      hold_row& hold = holds.find(hold_key(c.tenant, c.account_id, c.biz_id))->second;
+      if (hold.state == hold_state::captured) return finish(op_state::rejected, "hold_captured", a);
+      if (hold.state == hold_state::held) {
+        a->held -= hold.amount;
+        op.amount = hold.amount;
+        hold.state = hold_state::released;
+        hold.dirty = true;
+        emit(*a, "account.released", c);
+      }
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::refund: {
+      auto orig_it = operations.find(c.target_key().flat());
+      // Never credit on a guess: an original not yet visible is retried.
+      if (orig_it == operations.end()) return retry("original_not_found");
+      operation_row& orig = orig_it->second;
+      if (orig.state != op_state::succeeded) return finish(op_state::rejected, "original_not_succeeded", a);
+      if (orig.refunded + c.amount > orig.amount) return finish(op_state::rejected, "refund_exceeds_original", a);
+      if (add_overflows(a->balance, c.amount)) return finish(op_state::rejected, "balance_overflow", a);
+      orig.refunded += c.amount;
+      orig.dirty = true;
+      a->balance += c.amount;
+      op.amount = c.amount;
+      op.ledger_seq = take_seq();
+      ledger.push_back({*op.ledger_seq, key, c.amount, a->balance, orig.ledger_seq});
+      emit(*a, "account.refunded", c);
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::open_account:
+    case command_kind::cancel_key:
+      break;
+  }
+  throw std::logic_error("unhandled command kind");
+}
+
+std::string reply_json(const reply& r) {
+  nlohmann::json j = {{"status", to_string(r.status)}, {"command", to_string(r.kind)}, {"biz_id", r.biz_id}};
+  if (!r.code.empty()) j["code"] = r.code;
+  if (r.status == reply_status::conflict || r.status == reply_status::retry) return j.dump();
+  j["replayed"] = r.replayed;
+  if (r.status == reply_status::already_applied) {
+    j["applied"] = {{"state", to_string(*r.applied_state)}, {"amount", r.amount}};
+    if (!r.applied_code.empty()) j["applied"]["code"] = r.applied_code;
+  }
+  if (r.status == reply_status::cancelled) return j.dump();
+  j["amount"] = r.amount;
+  j["balance_after"] = r.balance_after;
+  j["held_after"] = r.held_after;
+  j["version"] = r.version;
+  j["ledger_seq"] = r.ledger_seq ? nlohmann::json(*r.ledger_seq) : nlohmann::json(nullptr);
+  return j.dump();
+}
+
+}  // namespace tally::shard

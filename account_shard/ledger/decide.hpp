@@ -1,0 +1,134 @@
+#pragma once
+// The shard's decisions, free of I/O. A batch's rows are read under lock
+// into a batch_state; each command is decided in sequence against it (so a
+// later command sees an earlier one's effect); the state then says exactly
+// which rows to write. Deterministic: the same state and commands give the
+// same replies and writes.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "account_shard/ledger/command.hpp"
+
+namespace tally::shard {
+
+enum class account_status { active, frozen, closed };
+std::string_view to_string(account_status s);
+std::optional<account_status> account_status_from(std::string_view s);
+
+struct account_row {
+  std::string tenant;
+  std::string account_id;
+  std::int64_t balance = 0;
+  std::int64_t held = 0;
+  account_status status = account_status::active;
+  std::int64_t version = 0;
+  bool dirty = false;   // to be written
+  bool is_new = false;  // opened in this batch
+};
+
+// The stored idempotency record of one key.
+enum class op_state { succeeded, rejected, cancelled };
+std::string_view to_string(op_state s);
+std::optional<op_state> op_state_from(std::string_view s);
+
+struct operation_row {
+  op_key key;
+  std::string request_hash;
+  op_state state = op_state::succeeded;
+  std::int64_t amount = 0;
+  std::string reason;  // rejection code
+  std::int64_t balance_after = 0;
+  std::int64_t held_after = 0;
+  std::int64_t version_after = 0;
+  std::optional<std::int64_t> ledger_seq;
+  std::int64_t refunded = 0;  // debits and captures: refunded so far
+  bool is_new = false;
+  bool dirty = false;
+};
+
+enum class hold_state { held, captured, released };
+std::string_view to_string(hold_state s);
+std::optional<hold_state> hold_state_from(std::string_view s);
+
+struct hold_row {
+  std::string tenant;
+  std::string account_id;
+  std::string hold_id;
+  std::int64_t amount = 0;
+  std::int64_t captured = 0;
+  hold_state state = hold_state::held;
+  bool dirty = false;
+  bool is_new = false;
+};
+
+struct ledger_row {
+  std::int64_t seq = 0;
+  op_key key;
+  std::int64_t delta = 0;
+  std::int64_t balance_after = 0;
+  std::optional<std::int64_t> reverses;
+};
+
+struct event_row {
+  std::string tenant;
+  std::string account_id;
+  std::int64_t version = 0;
+  std::string event_type;  // account.opened, account.credited, ...
+  std::string payload;     // JSON text
+};
+
+// How the shard answered one command.
+enum class reply_status {
+  succeeded,        // the effect happened (now or before: replayed)
+  rejected,         // a terminal business rejection, stored for the key
+  conflict,         // the key was used with other content; nothing changed
+  cancelled,        // the key is tombstoned by cancel_key
+  already_applied,  // cancel_key found the key's effect already applied
+  retry,            // not decided now (nothing stored): resend the same key later
+};
+std::string_view to_string(reply_status s);
+
+struct reply {
+  reply_status status = reply_status::succeeded;
+  std::string code;  // rejection or retry reason
+  bool replayed = false;
+  command_kind kind = command_kind::credit;
+  std::string biz_id;
+  std::int64_t amount = 0;
+  std::int64_t balance_after = 0;
+  std::int64_t held_after = 0;
+  std::int64_t version = 0;
+  std::optional<std::int64_t> ledger_seq;
+  std::optional<op_state> applied_state;  // already_applied: the stored outcome's state
+  std::string applied_code;
+};
+
+class batch_state {
+ public:
+  std::unordered_map<std::string, account_row> accounts;  // tenant\x1faccount
+  std::unordered_map<std::string, operation_row> operations;  // op_key::flat()
+  std::unordered_map<std::string, hold_row> holds;  // tenant\x1faccount\x1fhold_id
+  std::vector<ledger_row> ledger;
+  std::vector<event_row> events;
+  std::vector<std::int64_t> free_seqs;  // ledger sequence numbers reserved for this batch, ascending
+  std::size_t next_seq = 0;
+
+  static std::string account_key(std::string_view tenant, std::string_view account);
+  static std::string hold_key(std::string_view tenant, std::string_view account, std::string_view hold);
+
+  // Decides one command against the state, recording every effect.
+  reply decide(const command& c);
+
+ private:
+  std::int64_t take_seq();
+  void record(operation_row op);
+  void emit(account_row& a, std::string_view type, const command& c);
+};
+
+// The wire form of a reply ({"status":...}).
+std::string reply_json(const reply& r);
+
+}  // namespace tally::shard

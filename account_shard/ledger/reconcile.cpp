@@ -1,0 +1,54 @@
+#include "account_shard/ledger/reconcile.hpp"
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace tally::shard {
+
+bool account_reconciliation::needs_freeze() const {
+  if (difference != 0) return true;
+  for (const auto& f : findings)
+    if (f.kind == "held_mismatch" || f.kind == "duplicate") return true;
+  return false;
+}
+
+account_reconciliation reconcile_account(std::string tenant, std::string account_id, std::int64_t snapshot,
+                                         std::int64_t writes_after_watermark, std::int64_t held,
+                                         std::int64_t open_holds, const std::vector<entry_view>& entries) {
+  account_reconciliation r{std::move(tenant), std::move(account_id), snapshot, 0, 0, writes_after_watermark, {}};
+  bool has_opening = false;
+  std::map<std::pair<std::string, std::string>, int> seen;
+  std::int64_t explained = 0;
+  for (const auto& e : entries) {
+    r.rebuilt += e.delta;
+    if (e.biz_type == "open_account") has_opening = true;
+    if (++seen[{e.biz_type, e.biz_id}] > 1) {
+      r.findings.push_back({"duplicate", e.delta, e.biz_type, e.biz_id, e.seq});
+      explained += e.delta;
+    }
+    if (e.reverses) r.findings.push_back({"reversal", e.delta, e.biz_type, e.biz_id, e.seq});
+  }
+  if (!has_opening) r.findings.push_back({"missing_opening", 0, "", "", std::nullopt});
+  r.difference = r.rebuilt - r.snapshot;
+  if (r.difference != explained) r.findings.push_back({"unexplained", r.difference - explained, "", "", std::nullopt});
+  if (held != open_holds) r.findings.push_back({"held_mismatch", held - open_holds, "", "", std::nullopt});
+  return r;
+}
+
+nlohmann::json to_json(const account_reconciliation& r) {
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& f : r.findings) {
+    nlohmann::json j = {{"class", f.kind}, {"amount", f.amount}};
+    if (!f.biz_type.empty()) j["biz_type"] = f.biz_type;
+    if (!f.biz_id.empty()) j["biz_id"] = f.biz_id;
+    if (f.seq) j["seq"] = *f.seq;
+    findings.push_back(std::move(j));
+  }
+  return {{"tenant", r.tenant},         {"account_id", r.account_id},
+          {"snapshot", r.snapshot},     {"rebuilt", r.rebuilt},
+          {"difference", r.difference}, {"writes_after_watermark", r.writes_after_watermark},
+          {"findings", std::move(findings)}};
+}
+
+}  // namespace tally::shard

@@ -1,0 +1,198 @@
+// account_shard: owns one PostgreSQL database (accounts, operations, ledger,
+// holds, outbox) and answers the orchestrator over internal HTTP.
+//   account_shard [--config=FILE] [--key=value ...]   serve (standby until it holds the writer lock)
+//   account_shard migrate [...]                        apply migrations and exit
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string_view>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "account_shard/service/commit_queue.hpp"
+#include "account_shard/service/leadership.hpp"
+#include "account_shard/service/routes.hpp"
+#include "account_shard/store/queries.hpp"
+#include "common/config/config.hpp"
+#include "common/failpoint/failpoint.hpp"
+#include "common/http/server.hpp"
+#include "common/log/log.hpp"
+#include "common/metrics/metrics.hpp"
+#include "common/migrate/migrate.hpp"
+
+namespace asio = boost::asio;
+using namespace tally;
+
+namespace {
+
+// Exit code when this process lost the right to write: a supervisor
+// restarts it, and it comes back as a standby.
+constexpr int exit_lost_writer = 75;
+
+struct settings {
+  std::string conninfo;
+  std::string token;
+  std::string migrations_dir;
+  http::server_options listen;
+  shard::commit_options commit;
+  std::size_t read_pool = 4;
+  std::string holder;
+};
+
+settings read_settings(const config::config& cfg) {
+  settings s;
+  s.conninfo = cfg.get_string("database.conninfo", "");
+  if (s.conninfo.empty()) throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
+  s.token = cfg.get_string("internal_token", "");
+  if (s.token.size() < 16)
+    throw std::runtime_error("internal_token of at least 16 characters is required (" + cfg.env_name("internal_token") + ")");
+  s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/shard");
+  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
+  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7101));
+  auto mode = cfg.get_string("commit_mode", "group");
+  if (mode == "group") {
+    s.commit.max_batch = static_cast<std::size_t>(cfg.get_int("commit.max_batch", 1000));
+    s.commit.workers = static_cast<std::size_t>(cfg.get_int("commit.workers", 1));
+  } else if (mode == "per-command") {
+    s.commit.max_batch = 1;
+    s.commit.workers = static_cast<std::size_t>(cfg.get_int("commit.workers", 16));
+  } else {
+    throw std::runtime_error("commit_mode must be group or per-command");
+  }
+  s.commit.statement_timeout = std::chrono::milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
+  s.read_pool = static_cast<std::size_t>(cfg.get_int("database.read_pool", 4));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  s.holder = std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(s.listen.port);
+  return s;
+}
+
+struct app {
+  app(asio::io_context& io, settings s)
+      : io_(io),
+        s_(std::move(s)),
+        lead_(io.get_executor(), s_.conninfo, s_.holder),
+        writers_(io.get_executor(), {s_.conninfo, s_.commit.workers + 1}),
+        readers_(io.get_executor(), {s_.conninfo, s_.read_pool}),
+        commits_(io.get_executor(), writers_, s_.commit, metrics_, [] { std::_Exit(exit_lost_writer); }),
+        reads_(readers_, writers_, s_.commit.statement_timeout),
+        leader_gauge_(metrics_.add_gauge("tally_shard_is_writer", "1 while this instance is the shard's writer")),
+        ctx_{commits_, reads_, metrics_, s_.token, [this] { return epoch_; }, [this] { return epoch_ > 0 && !stopping_; }} {}
+
+  asio::awaitable<void> run() {
+    epoch_ = co_await lead_.async_acquire(std::chrono::milliseconds(200));
+    leader_gauge_.set(1);
+    commits_.start(epoch_);
+    // The port is bound only by the writer, so clients keep one address per
+    // shard and a standby takes it over when the writer dies.
+    server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_));
+    for (int attempt = 0;; ++attempt) {
+      boost::system::error_code bind_error;
+      try {
+        server_->start();
+        break;
+      } catch (const boost::system::system_error& e) {
+        bind_error = e.code();
+      }
+      // The old writer's socket may linger for a moment after it died.
+      if (attempt >= 50) throw boost::system::system_error(bind_error, "bind");
+      asio::steady_timer t(io_, std::chrono::milliseconds(100));
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"epoch", epoch_},
+                          {"max_batch", s_.commit.max_batch}, {"workers", s_.commit.workers}});
+    co_await lead_.async_watch(std::chrono::milliseconds(500), [] {
+      log::error("exiting: the writer lock is no longer held");
+      std::_Exit(exit_lost_writer);
+    });
+  }
+
+  asio::awaitable<void> shutdown() {
+    stopping_ = true;
+    log::info("shutting down: finishing in-flight requests");
+    lead_.stop();
+    if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
+    co_await commits_.async_drain();
+    log::info("stopped");
+    io_.stop();
+  }
+
+  asio::io_context& io_;
+  settings s_;
+  metrics::registry metrics_;
+  shard::leadership lead_;
+  pg::pool writers_;
+  pg::pool readers_;
+  shard::commit_queue commits_;
+  shard::queries reads_;
+  metrics::gauge& leader_gauge_;
+  shard::route_context ctx_;
+  std::unique_ptr<http::server> server_;
+  std::int64_t epoch_ = 0;
+  bool stopping_ = false;
+};
+
+void migrate_with_retry(const settings& s) {
+  auto migrations = migrate::load(s.migrations_dir);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      auto r = migrate::apply(s.conninfo, migrations);
+      log::info("migrations", {{"applied", r.applied}, {"version", r.current_version}});
+      return;
+    } catch (const std::exception& e) {
+      // The database may still be starting; a changed migration is fatal.
+      if (attempt >= 60 || std::string_view(e.what()).find("changed after") != std::string_view::npos) throw;
+      log::warn("migrations: database not reachable yet", {{"error", e.what()}});
+      sleep(1);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool migrate_only = argc > 1 && std::string_view(argv[1]) == "migrate";
+  try {
+    auto cfg = config::config::from_args("TALLY_SHARD", argc, argv);
+    log::init("account_shard", log::parse_level(cfg.get_string("log.level", "info")));
+    failpoint::arm_from_env();
+    settings s = read_settings(cfg);
+    migrate_with_retry(s);
+    if (migrate_only) return 0;
+
+    asio::io_context io(1);
+    auto a = std::make_unique<app>(io, std::move(s));
+    asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      if (!a->server_) std::_Exit(0);  // a standby has nothing in flight
+      auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
+      asio::co_spawn(io, stop, asio::detached);
+    });
+    auto run = [&]() -> asio::awaitable<void> { co_await a->run(); };
+    asio::co_spawn(io, run, [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        log::error("fatal", {{"error", ex.what()}});
+        std::_Exit(1);
+      }
+    });
+    io.run();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << R"({"level":"error","service":"account_shard","msg":"fatal","error":)"
+              << nlohmann::json(e.what()).dump() << "}\n";
+    return 1;
+  }
+}

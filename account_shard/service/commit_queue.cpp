@@ -1,0 +1,150 @@
+#include "account_shard/service/commit_queue.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "account_shard/store/batch.hpp"
+#include "common/log/log.hpp"
+
+namespace tally::shard {
+
+namespace asio = boost::asio;
+
+commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_options options,
+                           metrics::registry& m, std::function<void()> on_fenced)
+    : ex_(ex),
+      writers_(writers),
+      options_(options),
+      on_fenced_(std::move(on_fenced)),
+      wake_(ex, asio::steady_timer::time_point::max()),
+      drained_(ex, asio::steady_timer::time_point::max()),
+      batches_(m.add_counter("tally_shard_batches_total", "Committed batches")),
+      commands_(m.add_counter("tally_shard_commands_total", "Commands decided and committed")),
+      retries_(m.add_counter("tally_shard_batch_retries_total", "Batches re-run after a transient error")),
+      failures_(m.add_counter("tally_shard_batch_failures_total", "Batches answered unavailable or unknown")),
+      batch_size_(m.add_histogram("tally_shard_batch_size", "Commands per committed batch",
+                                  {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024})),
+      batch_seconds_(m.add_histogram("tally_shard_batch_seconds", "Time from batch start to commit",
+                                     metrics::latency_bounds())) {}
+
+void commit_queue::start(std::int64_t writer_epoch) {
+  epoch_ = writer_epoch;
+  for (std::size_t i = 0; i < options_.workers; ++i) {
+    ++running_workers_;
+    auto worker = [this]() -> asio::awaitable<void> { co_await run_worker(); };
+    asio::co_spawn(ex_, worker, asio::detached);
+  }
+}
+
+asio::awaitable<submit_result> commit_queue::async_submit(command c) {
+  std::vector<command> one;
+  one.push_back(std::move(c));
+  auto results = co_await async_submit_many(std::move(one));
+  co_return std::move(results.front());
+}
+
+asio::awaitable<std::vector<submit_result>> commit_queue::async_submit_many(std::vector<command> commands) {
+  std::vector<submit_result> results(commands.size());
+  if (draining_) {
+    for (auto& r : results) r = {submit_status::unavailable, {}, "shutting down"};
+    co_return results;
+  }
+  asio::steady_timer done(ex_, asio::steady_timer::time_point::max());
+  std::vector<pending> items;
+  items.reserve(commands.size());
+  for (auto& c : commands) items.push_back(pending{std::move(c), {}, &done, false});
+  for (auto& p : items) queue_.push_back(&p);
+  wake_.cancel();
+  for (auto& p : items) {
+    while (!p.finished) {
+      boost::system::error_code ec;
+      co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) results[i] = std::move(items[i].result);
+  co_return results;
+}
+
+void commit_queue::finish(pending* p, submit_result r) {
+  p->result = std::move(r);
+  p->finished = true;
+  p->done->cancel();
+}
+
+asio::awaitable<void> commit_queue::run_worker() {
+  std::vector<pending*> batch;
+  for (;;) {
+    while (queue_.empty()) {
+      if (draining_) {
+        if (--running_workers_ == 0) drained_.cancel();
+        co_return;
+      }
+      // cancel() wakes every waiting worker; the expiry itself stays "never".
+      boost::system::error_code ec;
+      co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    batch.clear();
+    while (!queue_.empty() && batch.size() < options_.max_batch) {
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+    }
+    co_await run_batch(batch);
+  }
+}
+
+asio::awaitable<void> commit_queue::run_batch(std::vector<pending*>& batch) {
+  auto started = std::chrono::steady_clock::now();
+  std::vector<command> commands;
+  commands.reserve(batch.size());
+  for (auto* p : batch) commands.push_back(p->cmd);
+
+  for (int attempt = 0;; ++attempt) {
+    pg::lease conn;
+    pg::error err = co_await writers_.async_acquire(conn);
+    if (err) {
+      failures_.inc();
+      for (auto* p : batch) finish(p, {submit_status::unavailable, {}, err.message});
+      co_return;
+    }
+    batch_outcome out = co_await async_run_batch(*conn, epoch_, commands, options_.statement_timeout);
+    if (!out.error) {
+      batches_.inc();
+      commands_.inc(batch.size());
+      batch_size_.observe(static_cast<double>(batch.size()));
+      batch_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        finish(batch[i], {submit_status::decided, std::move(out.replies[i]), {}});
+      co_return;
+    }
+    if (out.error.code == pg::errc::fenced) {
+      log::error("fenced: another writer owns this shard", {{"epoch", epoch_}});
+      for (auto* p : batch) finish(p, {submit_status::unavailable, {}, "fenced"});
+      on_fenced_();
+      co_return;
+    }
+    if (!out.outcome_unknown && pg::is_transient(out.error.code) && attempt < options_.transient_retries) {
+      retries_.inc();
+      continue;  // nothing committed; the next attempt re-reads every row
+    }
+    failures_.inc();
+    log::warn("batch failed", {{"size", batch.size()}, {"error", out.error.code.message()},
+                                {"detail", out.error.message}, {"outcome_unknown", out.outcome_unknown}});
+    auto status = out.outcome_unknown ? submit_status::outcome_unknown : submit_status::unavailable;
+    for (auto* p : batch) finish(p, {status, {}, out.error.message});
+    co_return;
+  }
+}
+
+asio::awaitable<void> commit_queue::async_drain() {
+  draining_ = true;
+  wake_.cancel();
+  while (running_workers_ > 0) {
+    boost::system::error_code ec;
+    drained_.expires_at(asio::steady_timer::time_point::max());
+    co_await drained_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+}  // namespace tally::shard

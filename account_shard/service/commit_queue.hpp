@@ -1,0 +1,84 @@
+#pragma once
+// Group commit. Commands submitted concurrently wait in one queue; each
+// worker takes everything queued (up to max_batch) and runs it as one
+// transaction, so under load many commands share one commit. With
+// per-command mode (max_batch 1, many workers) every command is its own
+// transaction: the classic design, kept for comparison.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "account_shard/ledger/decide.hpp"
+#include "common/metrics/metrics.hpp"
+#include "common/pg/pool.hpp"
+
+namespace tally::shard {
+
+struct commit_options {
+  std::size_t max_batch = 1000;
+  std::size_t workers = 1;
+  std::chrono::milliseconds statement_timeout{5000};
+  int transient_retries = 5;
+};
+
+enum class submit_status {
+  decided,          // `decision` holds the committed reply
+  unavailable,      // nothing was committed: resend the same key
+  outcome_unknown,  // the commit's answer was lost: resend the same key to learn it
+};
+
+struct submit_result {
+  submit_status status = submit_status::unavailable;
+  reply decision;
+  std::string detail;  // for logs, never for clients
+};
+
+class commit_queue {
+ public:
+  commit_queue(boost::asio::any_io_executor ex, pg::pool& writers, commit_options options,
+               metrics::registry& metrics, std::function<void()> on_fenced);
+  void start(std::int64_t writer_epoch);
+  boost::asio::awaitable<submit_result> async_submit(command c);
+  // Queues every command at once (they may share batches); one result each.
+  boost::asio::awaitable<std::vector<submit_result>> async_submit_many(std::vector<command> commands);
+  // Refuses new commands, lets the queued ones commit, then returns.
+  boost::asio::awaitable<void> async_drain();
+  std::size_t depth() const { return queue_.size(); }
+
+ private:
+  struct pending {
+    command cmd;
+    submit_result result;
+    boost::asio::steady_timer* done = nullptr;
+    bool finished = false;
+  };
+  boost::asio::awaitable<void> run_worker();
+  boost::asio::awaitable<void> run_batch(std::vector<pending*>& batch);
+  void finish(pending* p, submit_result r);
+
+  boost::asio::any_io_executor ex_;
+  pg::pool& writers_;
+  commit_options options_;
+  std::function<void()> on_fenced_;
+  std::int64_t epoch_ = 0;
+  std::deque<pending*> queue_;
+  boost::asio::steady_timer wake_;
+  bool draining_ = false;
+  std::size_t running_workers_ = 0;
+  boost::asio::steady_timer drained_;
+
+  metrics::counter& batches_;
+  metrics::counter& commands_;
+  metrics::counter& retries_;
+  metrics::counter& failures_;
+  metrics::histogram& batch_size_;
+  metrics::histogram& batch_seconds_;
+};
+
+}  // namespace tally::shard

@@ -1,0 +1,38 @@
+#pragma once
+// The shard's internal HTTP API (JSON). Everything under /v1/ requires the
+// internal token; /healthz, /readyz and /metrics do not.
+//   POST /v1/commands                     one command → its reply
+//   POST /v1/batch                        {"commands":[...]} → {"results":[...]}
+//   GET  /v1/accounts/{tenant}/{id}       the account
+//   GET  /v1/accounts/{tenant}/{id}/entries?after=&limit=
+//   GET  /v1/accounts/{tenant}/{id}/holds
+//   POST /v1/accounts/{tenant}/{id}/freeze | /unfreeze
+//   GET  /v1/operations/{tenant}/{id}/{biz_type}/{biz_id}
+//   GET  /v1/holds/old?older_than_ms=&limit=
+//   GET  /v1/reconciliation?watermark=&freeze=true|false
+//   POST /v1/admin/failpoints             {"spec":"before_commit=crash"}
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "account_shard/service/commit_queue.hpp"
+#include "account_shard/store/queries.hpp"
+#include "common/http/server.hpp"
+#include "common/metrics/metrics.hpp"
+
+namespace tally::shard {
+
+struct route_context {
+  commit_queue& commits;
+  queries& reads;
+  metrics::registry& metrics;
+  std::string internal_token;
+  std::function<std::int64_t()> writer_epoch;
+  std::function<bool()> ready;
+};
+
+http::handler make_handler(route_context& ctx);
+
+}  // namespace tally::shard

@@ -1,0 +1,313 @@
+#include "account_shard/store/batch.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "common/failpoint/failpoint.hpp"
+
+namespace tally::shard {
+
+namespace asio = boost::asio;
+using pg::array_literal;
+using pg::param;
+
+namespace {
+
+constexpr std::string_view sql_begin = "BEGIN";
+constexpr std::string_view sql_commit = "COMMIT";
+constexpr std::string_view sql_rollback = "ROLLBACK";
+constexpr std::string_view sql_epoch = "SELECT epoch FROM shard_writer FOR SHARE";
+constexpr std::string_view sql_lock_accounts =
+    "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version "
+    "FROM account a JOIN unnest($1::text[], $2::text[]) AS k(tenant, account_id) USING (tenant, account_id) "
+    "ORDER BY a.tenant, a.account_id FOR UPDATE OF a";
+constexpr std::string_view sql_lock_operations =
+    "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, o.request_hash, o.state, o.amount, o.reason, "
+    "o.balance_after, o.held_after, o.version_after, o.ledger_seq, o.refunded "
+    "FROM operation o JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) "
+    "AS k(tenant, account_id, biz_type, biz_id) USING (tenant, account_id, biz_type, biz_id) "
+    "ORDER BY 1, 2, 3, 4 FOR UPDATE OF o";
+constexpr std::string_view sql_lock_holds =
+    "SELECT h.tenant, h.account_id, h.hold_id, h.amount, h.captured, h.state "
+    "FROM hold h JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, account_id, hold_id) "
+    "USING (tenant, account_id, hold_id) ORDER BY 1, 2, 3 FOR UPDATE OF h";
+constexpr std::string_view sql_reserve_seqs = "SELECT nextval('ledger_seq') FROM generate_series(1, $1::int)";
+
+constexpr std::string_view sql_insert_accounts =
+    "INSERT INTO account (tenant, account_id, balance, held, status, version) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[])";
+constexpr std::string_view sql_update_accounts =
+    "UPDATE account a SET balance = u.balance, held = u.held, status = u.status, version = u.version, "
+    "updated_at = now() FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[]) "
+    "AS u(tenant, account_id, balance, held, status, version) "
+    "WHERE a.tenant = u.tenant AND a.account_id = u.account_id";
+constexpr std::string_view sql_insert_operations =
+    "INSERT INTO operation (tenant, account_id, biz_type, biz_id, request_hash, state, amount, reason, "
+    "balance_after, held_after, version_after, ledger_seq, refunded) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], "
+    "$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[])";
+constexpr std::string_view sql_update_refunded =
+    "UPDATE operation o SET refunded = u.refunded "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) "
+    "AS u(tenant, account_id, biz_type, biz_id, refunded) "
+    "WHERE o.tenant = u.tenant AND o.account_id = u.account_id AND o.biz_type = u.biz_type AND o.biz_id = u.biz_id";
+constexpr std::string_view sql_insert_holds =
+    "INSERT INTO hold (tenant, account_id, hold_id, amount, captured, state) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[])";
+constexpr std::string_view sql_update_holds =
+    "UPDATE hold h SET captured = u.captured, state = u.state, updated_at = now() "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) "
+    "AS u(tenant, account_id, hold_id, captured, state) "
+    "WHERE h.tenant = u.tenant AND h.account_id = u.account_id AND h.hold_id = u.hold_id";
+constexpr std::string_view sql_insert_ledger =
+    "INSERT INTO ledger_entry (seq, tenant, account_id, biz_type, biz_id, delta, balance_after, reverses) "
+    "SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], "
+    "$8::bigint[])";
+constexpr std::string_view sql_insert_events =
+    "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
+    "SELECT t, a, v, e, p::jsonb FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) "
+    "AS u(t, a, v, e, p)";
+
+// Column-wise arrays, the shape unnest() takes.
+struct columns {
+  std::vector<std::vector<std::string>> text;
+  std::vector<std::vector<param>> nullable;
+  std::vector<std::vector<std::int64_t>> ints;
+};
+
+std::vector<param> params_of(std::initializer_list<std::string> arrays) {
+  std::vector<param> out;
+  for (const auto& a : arrays) out.emplace_back(a);
+  return out;
+}
+
+param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
+param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
+
+void load_state(batch_state& st, const std::vector<pg::result>& r) {
+  // r: [0]=BEGIN [1]=epoch [2]=accounts [3]=operations [4]=holds [5]=seqs
+  const auto& acc = r[2];
+  for (int i = 0; i < acc.rows(); ++i) {
+    account_row a{std::string(acc.text(i, 0)), std::string(acc.text(i, 1)), acc.int64(i, 2), acc.int64(i, 3),
+                  account_status_from(acc.text(i, 4)).value_or(account_status::frozen), acc.int64(i, 5), false, false};
+    st.accounts.emplace(batch_state::account_key(a.tenant, a.account_id), std::move(a));
+  }
+  const auto& ops = r[3];
+  for (int i = 0; i < ops.rows(); ++i) {
+    operation_row o;
+    o.key = {std::string(ops.text(i, 0)), std::string(ops.text(i, 1)), std::string(ops.text(i, 2)),
+             std::string(ops.text(i, 3))};
+    o.request_hash = ops.text(i, 4);
+    o.state = op_state_from(ops.text(i, 5)).value_or(op_state::rejected);
+    o.amount = ops.int64(i, 6);
+    if (!ops.is_null(i, 7)) o.reason = ops.text(i, 7);
+    o.balance_after = ops.int64(i, 8);
+    o.held_after = ops.int64(i, 9);
+    o.version_after = ops.int64(i, 10);
+    o.ledger_seq = ops.opt_int64(i, 11);
+    o.refunded = ops.int64(i, 12);
+    auto flat = o.key.flat();
+    st.operations.emplace(std::move(flat), std::move(o));
+  }
+  const auto& holds = r[4];
+  for (int i = 0; i < holds.rows(); ++i) {
+    hold_row h{std::string(holds.text(i, 0)), std::string(holds.text(i, 1)), std::string(holds.text(i, 2)),
+               holds.int64(i, 3), holds.int64(i, 4), hold_state_from(holds.text(i, 5)).value_or(hold_state::held),
+               false, false};
+    st.holds.emplace(batch_state::hold_key(h.tenant, h.account_id, h.hold_id), std::move(h));
+  }
+  const auto& seqs = r[5];
+  for (int i = 0; i < seqs.rows(); ++i) st.free_seqs.push_back(seqs.int64(i, 0));
+  std::sort(st.free_seqs.begin(), st.free_seqs.end());
+}
+
+// The statements that lock and read everything the batch may touch.
+std::vector<pg::statement> read_statements(std::span<const command> commands) {
+  std::set<std::pair<std::string, std::string>> accounts;
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> ops;
+  std::set<std::tuple<std::string, std::string, std::string>> holds;
+  for (const auto& c : commands) {
+    accounts.emplace(c.tenant, c.account_id);
+    auto k = c.key();
+    ops.emplace(k.tenant, k.account_id, k.biz_type, k.biz_id);
+    if (c.kind == command_kind::refund) {
+      auto t = c.target_key();
+      ops.emplace(t.tenant, t.account_id, t.biz_type, t.biz_id);
+    }
+    if (c.kind == command_kind::hold || c.kind == command_kind::capture || c.kind == command_kind::release)
+      holds.emplace(c.tenant, c.account_id, c.biz_id);
+  }
+  std::vector<std::string> a_t, a_a, o_t, o_a, o_bt, o_bi, h_t, h_a, h_h;
+  for (const auto& [t, a] : accounts) a_t.push_back(t), a_a.push_back(a);
+  for (const auto& [t, a, bt, bi] : ops) o_t.push_back(t), o_a.push_back(a), o_bt.push_back(bt), o_bi.push_back(bi);
+  for (const auto& [t, a, h] : holds) h_t.push_back(t), h_a.push_back(a), h_h.push_back(h);
+  std::vector<pg::statement> st;
+  st.push_back({sql_begin, {}});
+  st.push_back({sql_epoch, {}});
+  st.push_back({sql_lock_accounts, params_of({array_literal(a_t), array_literal(a_a)})});
+  st.push_back({sql_lock_operations,
+                params_of({array_literal(o_t), array_literal(o_a), array_literal(o_bt), array_literal(o_bi)})});
+  st.push_back({sql_lock_holds, params_of({array_literal(h_t), array_literal(h_a), array_literal(h_h)})});
+  st.push_back({sql_reserve_seqs, {std::to_string(commands.size())}});
+  return st;
+}
+
+std::vector<pg::statement> write_statements(const batch_state& st) {
+  std::vector<pg::statement> out;
+  {
+    std::vector<std::string> t, a, s;
+    std::vector<std::int64_t> b, h, v;
+    std::vector<std::string> nt, na, ns;
+    std::vector<std::int64_t> nb, nh, nv;
+    for (const auto& [_, acc] : st.accounts) {
+      if (!acc.dirty) continue;
+      auto [ct, ca, cs, cb, ch, cv] = acc.is_new ? std::tie(nt, na, ns, nb, nh, nv) : std::tie(t, a, s, b, h, v);
+      ct.push_back(acc.tenant);
+      ca.push_back(acc.account_id);
+      cs.emplace_back(to_string(acc.status));
+      cb.push_back(acc.balance);
+      ch.push_back(acc.held);
+      cv.push_back(acc.version);
+    }
+    if (!nt.empty())
+      out.push_back({sql_insert_accounts, params_of({array_literal(nt), array_literal(na), array_literal(nb),
+                                                     array_literal(nh), array_literal(ns), array_literal(nv)})});
+    if (!t.empty())
+      out.push_back({sql_update_accounts, params_of({array_literal(t), array_literal(a), array_literal(b),
+                                                     array_literal(h), array_literal(s), array_literal(v)})});
+  }
+  {
+    std::vector<std::string> t, a, bt, bi, rh, state;
+    std::vector<param> reason, seq;
+    std::vector<std::int64_t> amount, bal, held, ver, refunded;
+    std::vector<std::string> ut, ua, ubt, ubi;
+    std::vector<std::int64_t> uref;
+    for (const auto& [_, op] : st.operations) {
+      if (!op.dirty) continue;
+      if (!op.is_new) {
+        ut.push_back(op.key.tenant), ua.push_back(op.key.account_id), ubt.push_back(op.key.biz_type),
+            ubi.push_back(op.key.biz_id), uref.push_back(op.refunded);
+        continue;
+      }
+      t.push_back(op.key.tenant), a.push_back(op.key.account_id), bt.push_back(op.key.biz_type),
+          bi.push_back(op.key.biz_id), rh.push_back(op.request_hash), state.emplace_back(to_string(op.state));
+      amount.push_back(op.amount), reason.push_back(opt_text(op.reason)), bal.push_back(op.balance_after),
+          held.push_back(op.held_after), ver.push_back(op.version_after), seq.push_back(opt_int(op.ledger_seq)),
+          refunded.push_back(op.refunded);
+    }
+    if (!t.empty())
+      out.push_back({sql_insert_operations,
+                     params_of({array_literal(t), array_literal(a), array_literal(bt), array_literal(bi),
+                                array_literal(rh), array_literal(state), array_literal(amount), array_literal(reason),
+                                array_literal(bal), array_literal(held), array_literal(ver), array_literal(seq),
+                                array_literal(refunded)})});
+    if (!ut.empty())
+      out.push_back({sql_update_refunded, params_of({array_literal(ut), array_literal(ua), array_literal(ubt),
+                                                     array_literal(ubi), array_literal(uref)})});
+  }
+  {
+    std::vector<std::string> t, a, id, state, ut, ua, uid, ustate;
+    std::vector<std::int64_t> amount, captured, ucaptured;
+    for (const auto& [_, h] : st.holds) {
+      if (!h.dirty) continue;
+      if (h.is_new) {
+        t.push_back(h.tenant), a.push_back(h.account_id), id.push_back(h.hold_id), amount.push_back(h.amount),
+            captured.push_back(h.captured), state.emplace_back(to_string(h.state));
+      } else {
+        ut.push_back(h.tenant), ua.push_back(h.account_id), uid.push_back(h.hold_id),
+            ucaptured.push_back(h.captured), ustate.emplace_back(to_string(h.state));
+      }
+    }
+    if (!t.empty())
+      out.push_back({sql_insert_holds, params_of({array_literal(t), array_literal(a), array_literal(id),
+                                                  array_literal(amount), array_literal(captured),
+                                                  array_literal(state)})});
+    if (!ut.empty())
+      out.push_back({sql_update_holds, params_of({array_literal(ut), array_literal(ua), array_literal(uid),
+                                                  array_literal(ucaptured), array_literal(ustate)})});
+  }
+  if (!st.ledger.empty()) {
+    std::vector<std::int64_t> seq, delta, bal;
+    std::vector<std::string> t, a, bt, bi;
+    std::vector<param> rev;
+    for (const auto& e : st.ledger) {
+      seq.push_back(e.seq), t.push_back(e.key.tenant), a.push_back(e.key.account_id), bt.push_back(e.key.biz_type),
+          bi.push_back(e.key.biz_id), delta.push_back(e.delta), bal.push_back(e.balance_after),
+          rev.push_back(opt_int(e.reverses));
+    }
+    out.push_back({sql_insert_ledger, params_of({array_literal(seq), array_literal(t), array_literal(a),
+                                                 array_literal(bt), array_literal(bi), array_literal(delta),
+                                                 array_literal(bal), array_literal(rev)})});
+  }
+  if (!st.events.empty()) {
+    std::vector<std::string> t, a, type, payload;
+    std::vector<std::int64_t> v;
+    for (const auto& e : st.events)
+      t.push_back(e.tenant), a.push_back(e.account_id), v.push_back(e.version), type.push_back(e.event_type),
+          payload.push_back(e.payload);
+    out.push_back({sql_insert_events, params_of({array_literal(t), array_literal(a), array_literal(v),
+                                                 array_literal(type), array_literal(payload)})});
+  }
+  return out;
+}
+
+asio::awaitable<void> rollback(pg::connection& conn, std::chrono::milliseconds timeout) {
+  if (!conn.is_open()) co_return;
+  pg::result ignored;
+  auto err = co_await conn.async_exec(sql_rollback, ignored, timeout);
+  if (err) conn.close();
+}
+
+}  // namespace
+
+asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_t writer_epoch,
+                                               std::span<const command> commands, std::chrono::milliseconds timeout) {
+  batch_outcome out;
+  std::vector<pg::result> results;
+  auto reads = read_statements(commands);
+  out.error = co_await conn.async_pipeline(reads, results, timeout);
+  if (out.error) {
+    co_await rollback(conn, timeout);
+    co_return out;
+  }
+  if (results[1].rows() != 1 || results[1].int64(0, 0) != writer_epoch) {
+    co_await rollback(conn, timeout);
+    out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
+    co_return out;
+  }
+  batch_state st;
+  load_state(st, results);
+  out.replies.reserve(commands.size());
+  for (const auto& c : commands) out.replies.push_back(st.decide(c));
+
+  if (failpoint::hit("between_statements")) {
+    co_await rollback(conn, timeout);
+    out.error = pg::error{make_error_code(pg::errc::query_failed), "", "failpoint between_statements"};
+    co_return out;
+  }
+  auto writes = write_statements(st);
+  if (!writes.empty()) {
+    out.error = co_await conn.async_pipeline(writes, results, timeout);
+    if (out.error) {
+      co_await rollback(conn, timeout);
+      co_return out;
+    }
+  }
+  bool injected = failpoint::hit("after_outbox_insert") | failpoint::hit("before_commit");
+  if (injected) {
+    co_await rollback(conn, timeout);
+    out.error = pg::error{make_error_code(pg::errc::query_failed), "", "failpoint before_commit"};
+    co_return out;
+  }
+  pg::result ignored;
+  out.error = co_await conn.async_exec(sql_commit, ignored, timeout);
+  if (out.error) {
+    out.outcome_unknown = pg::is_outcome_unknown(out.error.code);
+    if (!out.outcome_unknown) co_await rollback(conn, timeout);
+    co_return out;
+  }
+  failpoint::hit("after_commit_before_reply");
+  co_return out;
+}
+
+}  // namespace tally::shard

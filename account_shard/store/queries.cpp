@@ -1,0 +1,255 @@
+#include "account_shard/store/queries.hpp"
+
+#include <map>
+#include <vector>
+
+#include "account_shard/ledger/reconcile.hpp"
+
+namespace tally::shard {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::string_view sql_account =
+    "SELECT tenant, account_id, balance, held, status, version, "
+    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+    "FROM account WHERE tenant = $1 AND account_id = $2";
+constexpr std::string_view sql_entries =
+    "SELECT seq, biz_type, biz_id, delta, balance_after, reverses, "
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+    "FROM ledger_entry WHERE tenant = $1 AND account_id = $2 AND seq > $3 ORDER BY seq LIMIT $4";
+constexpr std::string_view sql_holds =
+    "SELECT hold_id, amount, captured, state, "
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+    "FROM hold WHERE tenant = $1 AND account_id = $2 ORDER BY created_at, hold_id";
+constexpr std::string_view sql_old_holds =
+    "SELECT tenant, account_id, hold_id, amount, "
+    "(extract(epoch FROM now() - created_at) * 1000)::bigint FROM hold "
+    "WHERE state = 'held' AND created_at < now() - make_interval(secs => $1::bigint / 1000.0) "
+    "ORDER BY created_at LIMIT $2";
+constexpr std::string_view sql_operation =
+    "SELECT state, amount, reason, balance_after, held_after, version_after, ledger_seq, refunded, request_hash "
+    "FROM operation WHERE tenant = $1 AND account_id = $2 AND biz_type = $3 AND biz_id = $4";
+constexpr std::string_view sql_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+constexpr std::string_view sql_rollback = "ROLLBACK";
+constexpr std::string_view sql_max_seq = "SELECT coalesce(max(seq), 0) FROM ledger_entry";
+constexpr std::string_view sql_reconcile_totals =
+    "SELECT a.tenant, a.account_id, a.balance, a.held, "
+    "coalesce(l.upto, 0), coalesce(l.after, 0), coalesce(h.open_holds, 0), coalesce(l.dups, 0), "
+    "coalesce(l.has_opening, false) "
+    "FROM account a "
+    "LEFT JOIN (SELECT tenant, account_id, sum(delta) FILTER (WHERE seq <= $1) AS upto, "
+    "  sum(delta) FILTER (WHERE seq > $1) AS after, bool_or(biz_type = 'open_account') AS has_opening, "
+    "  count(*) - count(DISTINCT (biz_type, biz_id)) AS dups "
+    "  FROM ledger_entry GROUP BY tenant, account_id) l USING (tenant, account_id) "
+    "LEFT JOIN (SELECT tenant, account_id, sum(amount) AS open_holds FROM hold WHERE state = 'held' "
+    "  GROUP BY tenant, account_id) h USING (tenant, account_id) "
+    "ORDER BY a.tenant, a.account_id";
+constexpr std::string_view sql_account_entries_upto =
+    "SELECT seq, biz_type, biz_id, delta, reverses FROM ledger_entry "
+    "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
+constexpr std::string_view sql_begin = "BEGIN";
+constexpr std::string_view sql_commit = "COMMIT";
+constexpr std::string_view sql_epoch = "SELECT epoch FROM shard_writer FOR SHARE";
+constexpr std::string_view sql_set_status =
+    "WITH u AS (UPDATE account SET status = $3, version = version + 1, updated_at = now() "
+    "  WHERE tenant = $1 AND account_id = $2 AND status <> $3 AND status <> 'closed' "
+    "  RETURNING tenant, account_id, balance, held, status, version) "
+    "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
+    "SELECT tenant, account_id, version, 'account.' || $3, jsonb_build_object('tenant', tenant, "
+    "'account_id', account_id, 'balance', balance, 'held', held, 'available', balance - held, 'status', status, "
+    "'version', version) FROM u";
+
+}  // namespace
+
+nlohmann::json account_json(const pg::result& r, int row, int c) {
+  auto balance = r.int64(row, c + 2);
+  auto held = r.int64(row, c + 3);
+  return {{"tenant", r.text(row, c)},      {"account_id", r.text(row, c + 1)}, {"balance", balance},
+          {"held", held},                  {"available", balance - held},      {"status", r.text(row, c + 4)},
+          {"version", r.int64(row, c + 5)}, {"updated_at", r.text(row, c + 6)}};
+}
+
+asio::awaitable<query_result> queries::async_account(std::string tenant, std::string account_id) {
+  query_result out;
+  pg::lease conn;
+  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
+  pg::result r;
+  std::vector<pg::param> r_params{tenant, account_id};
+  if ((out.error = co_await conn->async_exec(sql_account, std::move(r_params), r, timeout_))) co_return out;
+  out.found = r.rows() == 1;
+  if (out.found) out.body = account_json(r, 0, 0);
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_entries(std::string tenant, std::string account_id, std::int64_t after,
+                                                     int limit) {
+  query_result out;
+  pg::lease conn;
+  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
+  pg::result acc;
+  std::vector<pg::param> acc_params{tenant, account_id};
+  if ((out.error = co_await conn->async_exec(sql_account, std::move(acc_params), acc, timeout_))) co_return out;
+  if (acc.rows() == 0) {
+    out.found = false;
+    co_return out;
+  }
+  pg::result r;
+  std::vector<pg::param> params{tenant, account_id, std::to_string(after), std::to_string(limit)};
+  if ((out.error = co_await conn->async_exec(sql_entries, std::move(params), r, timeout_))) co_return out;
+  nlohmann::json entries = nlohmann::json::array();
+  for (int i = 0; i < r.rows(); ++i) {
+    nlohmann::json e = {{"seq", r.int64(i, 0)},   {"biz_type", r.text(i, 1)},      {"biz_id", r.text(i, 2)},
+                        {"delta", r.int64(i, 3)}, {"balance_after", r.int64(i, 4)}, {"created_at", r.text(i, 6)}};
+    if (!r.is_null(i, 5)) e["reverses"] = r.int64(i, 5);
+    entries.push_back(std::move(e));
+  }
+  bool more = r.rows() == limit;
+  out.body = {{"entries", std::move(entries)},
+              {"next", more ? nlohmann::json(std::to_string(r.int64(r.rows() - 1, 0))) : nlohmann::json(nullptr)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_holds(std::string tenant, std::string account_id) {
+  query_result out;
+  pg::lease conn;
+  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
+  pg::result r;
+  std::vector<pg::param> r_params{tenant, account_id};
+  if ((out.error = co_await conn->async_exec(sql_holds, std::move(r_params), r, timeout_))) co_return out;
+  nlohmann::json holds = nlohmann::json::array();
+  for (int i = 0; i < r.rows(); ++i)
+    holds.push_back({{"hold_id", r.text(i, 0)},
+                     {"amount", r.int64(i, 1)},
+                     {"captured", r.int64(i, 2)},
+                     {"state", r.text(i, 3)},
+                     {"created_at", r.text(i, 4)}});
+  out.body = {{"holds", std::move(holds)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_old_holds(std::int64_t older_than_ms, int limit) {
+  query_result out;
+  pg::lease conn;
+  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
+  pg::result r;
+  std::vector<pg::param> params{std::to_string(older_than_ms), std::to_string(limit)};
+  if ((out.error = co_await conn->async_exec(sql_old_holds, std::move(params), r, timeout_))) co_return out;
+  nlohmann::json holds = nlohmann::json::array();
+  for (int i = 0; i < r.rows(); ++i)
+    holds.push_back({{"tenant", r.text(i, 0)},
+                     {"account_id", r.text(i, 1)},
+                     {"hold_id", r.text(i, 2)},
+                     {"amount", r.int64(i, 3)},
+                     {"age_ms", r.int64(i, 4)}});
+  out.body = {{"holds", std::move(holds)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_operation(std::string tenant, std::string account_id,
+                                                       std::string biz_type, std::string biz_id) {
+  query_result out;
+  pg::lease conn;
+  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
+  pg::result r;
+  std::vector<pg::param> r_params{tenant, account_id, biz_type, biz_id};
+  if ((out.error = co_await conn->async_exec(sql_operation, std::move(r_params), r, timeout_)))
+    co_return out;
+  out.found = r.rows() == 1;
+  if (!out.found) co_return out;
+  out.body = {{"tenant", tenant},           {"account_id", account_id},          {"biz_type", biz_type},
+              {"biz_id", biz_id},           {"state", r.text(0, 0)},             {"amount", r.int64(0, 1)},
+              {"balance_after", r.int64(0, 3)}, {"held_after", r.int64(0, 4)},   {"version", r.int64(0, 5)},
+              {"refunded", r.int64(0, 7)},  {"request_hash", r.text(0, 8)}};
+  out.body["code"] = r.is_null(0, 2) ? nlohmann::json(nullptr) : nlohmann::json(r.text(0, 2));
+  out.body["ledger_seq"] = r.is_null(0, 6) ? nlohmann::json(nullptr) : nlohmann::json(r.int64(0, 6));
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_t> watermark, bool freeze,
+                                                       std::int64_t writer_epoch) {
+  query_result out;
+  std::vector<account_reconciliation> differing;
+  std::int64_t w = 0;
+  std::int64_t accounts = 0;
+  {
+    pg::lease conn;
+    if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
+    std::vector<pg::statement> start{{sql_snapshot, {}}, {sql_max_seq, {}}};
+    std::vector<pg::result> rs;
+    if ((out.error = co_await conn->async_pipeline(start, rs, timeout_))) co_return out;
+    w = watermark.value_or(rs[1].int64(0, 0));
+    pg::result totals;
+    std::vector<pg::param> totals_params{std::to_string(w)};
+    if ((out.error = co_await conn->async_exec(sql_reconcile_totals, std::move(totals_params), totals, timeout_)))
+      co_return out;
+    accounts = totals.rows();
+    for (int i = 0; i < totals.rows(); ++i) {
+      std::int64_t balance = totals.int64(i, 2), held = totals.int64(i, 3), upto = totals.int64(i, 4),
+                   after = totals.int64(i, 5), open_holds = totals.int64(i, 6), dups = totals.int64(i, 7);
+      bool has_opening = totals.boolean(i, 8);
+      std::int64_t snapshot = balance - after;
+      if (upto == snapshot && held == open_holds && dups == 0 && has_opening) continue;
+      // Only accounts that differ are read entry by entry for classification.
+      pg::result entries;
+      std::vector<pg::param> params{std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
+                                    std::to_string(w)};
+      if ((out.error = co_await conn->async_exec(sql_account_entries_upto, std::move(params), entries, timeout_)))
+        co_return out;
+      std::vector<entry_view> views;
+      for (int k = 0; k < entries.rows(); ++k)
+        views.push_back({entries.int64(k, 0), std::string(entries.text(k, 1)), std::string(entries.text(k, 2)),
+                         entries.int64(k, 3), entries.opt_int64(k, 4)});
+      differing.push_back(reconcile_account(std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
+                                            snapshot, after, held, open_holds, views));
+    }
+    pg::result ignored;
+    (void)co_await conn->async_exec(sql_rollback, ignored, timeout_);
+  }
+  nlohmann::json report = nlohmann::json::array();
+  nlohmann::json frozen = nlohmann::json::array();
+  for (const auto& d : differing) {
+    report.push_back(to_json(d));
+    if (freeze && d.needs_freeze()) {
+      auto r = co_await async_set_status(d.tenant, d.account_id, "frozen", writer_epoch);
+      if (r.error) {
+        out.error = r.error;
+        co_return out;
+      }
+      frozen.push_back({{"tenant", d.tenant}, {"account_id", d.account_id}});
+    }
+  }
+  out.body = {{"watermark", w},
+              {"accounts", accounts},
+              {"differences", report.size()},
+              {"accounts_with_differences", std::move(report)},
+              {"frozen", std::move(frozen)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_set_status(std::string tenant, std::string account_id,
+                                                        std::string status, std::int64_t writer_epoch) {
+  query_result out;
+  pg::lease conn;
+  if ((out.error = co_await writers_.async_acquire(conn))) co_return out;
+  std::vector<pg::statement> st{{sql_begin, {}},
+                                {sql_epoch, {}},
+                                {sql_set_status, {tenant, account_id, status}},
+                                {sql_account, {tenant, account_id}}};
+  std::vector<pg::result> rs;
+  out.error = co_await conn->async_pipeline(st, rs, timeout_);
+  pg::result ignored;
+  if (!out.error && rs[1].int64(0, 0) != writer_epoch)
+    out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
+  if (out.error) {
+    if (conn->is_open()) (void)co_await conn->async_exec(sql_rollback, ignored, timeout_);
+    co_return out;
+  }
+  if ((out.error = co_await conn->async_exec(sql_commit, ignored, timeout_))) co_return out;
+  out.found = rs[3].rows() == 1;
+  if (out.found) out.body = account_json(rs[3], 0, 0);
+  co_return out;
+}
+
+}  // namespace tally::shard

@@ -1,0 +1,50 @@
+#pragma once
+// Read-side queries and the operator's writes (freeze/unfreeze) of a shard.
+// Results come back as JSON text for the HTTP layer.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/pg/pool.hpp"
+
+namespace tally::shard {
+
+struct query_result {
+  pg::error error;
+  bool found = true;
+  nlohmann::json body;
+};
+
+class queries {
+ public:
+  queries(pg::pool& readers, pg::pool& writers, std::chrono::milliseconds timeout)
+      : readers_(readers), writers_(writers), timeout_(timeout) {}
+
+  boost::asio::awaitable<query_result> async_account(std::string tenant, std::string account_id);
+  boost::asio::awaitable<query_result> async_entries(std::string tenant, std::string account_id, std::int64_t after,
+                                                     int limit);
+  boost::asio::awaitable<query_result> async_holds(std::string tenant, std::string account_id);
+  boost::asio::awaitable<query_result> async_operation(std::string tenant, std::string account_id,
+                                                       std::string biz_type, std::string biz_id);
+  boost::asio::awaitable<query_result> async_old_holds(std::int64_t older_than_ms, int limit);
+  // Reconciles every account at `watermark` (default: the newest entry) in
+  // one snapshot; with `freeze`, accounts with a difference are frozen.
+  boost::asio::awaitable<query_result> async_reconcile(std::optional<std::int64_t> watermark, bool freeze,
+                                                       std::int64_t writer_epoch);
+  // Sets an account's status (active/frozen) with its outbox event.
+  boost::asio::awaitable<query_result> async_set_status(std::string tenant, std::string account_id,
+                                                        std::string status, std::int64_t writer_epoch);
+
+ private:
+  pg::pool& readers_;
+  pg::pool& writers_;
+  std::chrono::milliseconds timeout_;
+};
+
+nlohmann::json account_json(const pg::result& r, int row, int first_col);
+
+}  // namespace tally::shard

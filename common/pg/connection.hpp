@@ -1,0 +1,104 @@
+#pragma once
+// One asynchronous PostgreSQL connection over libpq: non-blocking connect,
+// pipeline mode (many statements, one sync, one round trip), statements
+// prepared automatically on first use. libpq owns the socket: Asio only waits
+// on it and never closes it.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/pg/error.hpp"
+
+struct pg_conn;
+struct pg_result;
+
+namespace tally::pg {
+
+// One result of a statement, in text format.
+class result {
+ public:
+  result() = default;
+  explicit result(pg_result* r);
+  int rows() const;
+  int columns() const;
+  bool is_null(int row, int col) const;
+  std::string_view text(int row, int col) const;
+  std::int64_t int64(int row, int col) const;  // throws std::runtime_error on a non-integer
+  std::optional<std::int64_t> opt_int64(int row, int col) const;
+  bool boolean(int row, int col) const;
+  std::int64_t affected_rows() const;  // for INSERT/UPDATE/DELETE
+
+ private:
+  std::shared_ptr<pg_result> res_;
+};
+
+using param = std::optional<std::string>;  // nullopt is SQL NULL
+
+struct statement {
+  std::string_view sql;  // must outlive the call
+  std::vector<param> params;
+};
+
+// A text-format array literal ({"a","b"}) for an array parameter.
+std::string array_literal(std::span<const std::string> items);
+std::string array_literal(std::span<const std::int64_t> items);
+std::string array_literal(std::span<const param> items);
+
+class connection {
+ public:
+  explicit connection(boost::asio::any_io_executor ex);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // Connects without blocking the thread and enters pipeline mode.
+  boost::asio::awaitable<error> async_connect(std::string conninfo, std::chrono::milliseconds timeout);
+
+  // Sends every statement and one sync, then reads every result. On the
+  // first failing statement the rest are skipped by the server
+  // (PGRES_PIPELINE_ABORTED) and its error is returned; `out` then holds the
+  // results up to the failure. A timeout or a broken socket closes the
+  // connection (the outcome is unknown).
+  boost::asio::awaitable<error> async_pipeline(std::span<const statement> statements, std::vector<result>& out,
+                                               std::chrono::milliseconds timeout);
+  boost::asio::awaitable<error> async_exec(std::string_view sql, std::vector<param> params, result& out,
+                                           std::chrono::milliseconds timeout);
+  boost::asio::awaitable<error> async_exec(std::string_view sql, result& out, std::chrono::milliseconds timeout);
+
+  bool is_open() const;
+  void close();
+
+ private:
+  enum class wait_for { read, write, either };
+  boost::asio::awaitable<std::error_code> async_wait(wait_for what);
+  boost::asio::awaitable<error> async_flush();
+  boost::asio::awaitable<error> async_read_results(std::size_t expected, std::vector<result>& out);
+  error fail(errc code, std::string message);
+  void attach_socket();
+  void arm_deadline(std::chrono::milliseconds timeout);
+
+  boost::asio::any_io_executor ex_;
+  pg_conn* conn_ = nullptr;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> socket_;
+  boost::asio::steady_timer deadline_;
+  bool timed_out_ = false;
+  std::uint64_t deadline_generation_ = 0;
+  struct text_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::string, text_hash, std::equal_to<>> prepared_;  // sql → statement name
+};
+
+}  // namespace tally::pg

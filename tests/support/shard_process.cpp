@@ -1,0 +1,168 @@
+#include "tests/support/shard_process.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "tests/support/pg_fixture.hpp"
+
+namespace tally::test {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+
+struct http_client::impl {
+  asio::io_context io;
+  asio::ip::tcp::socket socket{io};
+  boost::beast::flat_buffer buffer;
+  std::uint16_t port;
+
+  bool ensure_connected() {
+    if (socket.is_open()) return true;
+    boost::system::error_code ec;
+    socket.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (ec) {
+      socket.close(ec);
+      return false;
+    }
+    socket.set_option(asio::ip::tcp::no_delay(true), ec);
+    buffer.clear();
+    return true;
+  }
+
+  http_reply read_reply() {
+    http_reply out;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(64 * 1024 * 1024);
+    boost::system::error_code ec;
+    bhttp::read(socket, buffer, parser, ec);
+    if (ec) {
+      socket.close(ec);
+      return out;
+    }
+    auto res = parser.release();
+    out.status = static_cast<int>(res.result_int());
+    out.body = std::move(res.body());
+    if (!res.keep_alive()) socket.close(ec);
+    return out;
+  }
+};
+
+http_client::http_client(std::uint16_t port) : impl_(std::make_unique<impl>()) { impl_->port = port; }
+http_client::~http_client() = default;
+
+http_reply http_client::call(const std::string& method, const std::string& target, const std::string& body,
+                             const std::string& token) {
+  if (!impl_->ensure_connected()) return {};
+  bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
+  req.set(bhttp::field::host, "127.0.0.1");
+  req.set(bhttp::field::content_type, "application/json");
+  if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+  req.body() = body;
+  req.prepare_payload();
+  req.keep_alive(true);
+  boost::system::error_code ec;
+  bhttp::write(impl_->socket, req, ec);
+  if (ec) {
+    impl_->socket.close(ec);
+    return {};
+  }
+  return impl_->read_reply();
+}
+
+http_reply http_client::raw(const std::string& bytes) {
+  if (!impl_->ensure_connected()) return {};
+  boost::system::error_code ec;
+  asio::write(impl_->socket, asio::buffer(bytes), ec);
+  if (ec) {
+    impl_->socket.close(ec);
+    return {};
+  }
+  return impl_->read_reply();
+}
+
+std::uint16_t free_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+shard_process::shard_process(std::string conninfo, std::uint16_t port, std::vector<std::string> args,
+                             std::map<std::string, std::string> env)
+    : conninfo_(std::move(conninfo)), port_(port), args_(std::move(args)), env_(std::move(env)) {
+  log_ = "/tmp/tally-shard-" + std::to_string(getpid()) + "-" + std::to_string(port_) + ".log";
+}
+
+shard_process::~shard_process() {
+  if (pid_ > 0 && running()) {
+    kill9();
+    wait_exit();
+  }
+}
+
+void shard_process::start() {
+  std::string exe = bin_dir() + "/account_shard/account_shard";
+  std::vector<std::string> argv{exe, "--listen.port=" + std::to_string(port_), "--log.level=info"};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  std::map<std::string, std::string> env = env_;
+  env["TALLY_SHARD_DATABASE_CONNINFO"] = conninfo_;
+  env["TALLY_SHARD_INTERNAL_TOKEN"] = internal_token;
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 2);
+    dup2(fd, 1);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(exe.c_str(), cargv.data());
+    _exit(127);
+  }
+}
+
+bool shard_process::wait_ready(std::chrono::milliseconds deadline) {
+  return eventually(
+      [&] {
+        http_client c(port_);
+        return c.call("GET", "/readyz", "", "").status == 200;
+      },
+      deadline);
+}
+
+void shard_process::kill9() {
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+void shard_process::terminate() {
+  if (pid_ > 0) ::kill(pid_, SIGTERM);
+}
+
+bool shard_process::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    last_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+int shard_process::wait_exit(std::chrono::milliseconds deadline) {
+  if (pid_ <= 0) return last_status_;
+  if (!eventually([&] { return !running(); }, deadline)) return -1;
+  return last_status_;
+}
+
+}  // namespace tally::test

@@ -1,0 +1,80 @@
+#pragma once
+// A real account_shard process for integration tests, and a blocking HTTP
+// client to talk to it.
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tally::test {
+
+inline constexpr const char* internal_token = "test-internal-token-0123456789";
+
+struct http_reply {
+  int status = 0;  // 0: transport error
+  std::string body;
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+// One keep-alive connection to 127.0.0.1:port; reconnects after errors.
+class http_client {
+ public:
+  explicit http_client(std::uint16_t port);
+  ~http_client();
+  http_reply call(const std::string& method, const std::string& target, const std::string& body = "",
+                  const std::string& token = internal_token);
+  http_reply raw(const std::string& bytes);  // send bytes as they are, read one response
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+std::uint16_t free_port();
+
+class shard_process {
+ public:
+  shard_process(std::string conninfo, std::uint16_t port, std::vector<std::string> args = {},
+                std::map<std::string, std::string> env = {});
+  ~shard_process();
+  void start();
+  // Polls /readyz until 200 or the deadline.
+  bool wait_ready(std::chrono::milliseconds deadline = std::chrono::seconds(15));
+  void kill9();
+  void terminate();  // SIGTERM
+  // Waits for the process to end; returns its exit code (128+signal when killed).
+  int wait_exit(std::chrono::milliseconds deadline = std::chrono::seconds(15));
+  bool running();
+  pid_t pid() const { return pid_; }
+  std::uint16_t port() const { return port_; }
+  const std::string& log_path() const { return log_; }
+
+ private:
+  std::string conninfo_;
+  std::uint16_t port_;
+  std::vector<std::string> args_;
+  std::map<std::string, std::string> env_;
+  std::string log_;
+  pid_t pid_ = -1;
+  int last_status_ = -1;
+};
+
+// Polls `cond` until true or the deadline passes.
+template <typename F>
+bool eventually(F cond, std::chrono::milliseconds deadline = std::chrono::seconds(10)) {
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    struct timespec ts{0, 20'000'000};
+    nanosleep(&ts, nullptr);
+  }
+  return cond();
+}
+
+}  // namespace tally::test
