@@ -233,7 +233,7 @@ awaitable<error> connection::async_pipeline(std::span<const statement> statement
   for (const auto& st : statements) {
     auto it = prepared_.find(st.sql);
     if (it == prepared_.end()) {
-      std::string name = "s" + std::to_string(prepared_.size());
+      std::string name = "s" + std::to_string(++statements_named_);  // names are never reused
       std::string sql(st.sql);
       if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), static_cast<int>(st.params.size()), nullptr) != 1)
         co_return fail(errc::connection_lost, PQerrorMessage(conn_));

@@ -94,6 +94,7 @@ class connection {
   boost::asio::steady_timer deadline_;
   bool timed_out_ = false;
   std::uint64_t deadline_generation_ = 0;
+  std::uint64_t statements_named_ = 0;
   struct text_hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

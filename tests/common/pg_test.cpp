@@ -1,0 +1,149 @@
+// The asynchronous PostgreSQL client against a real server.
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "common/pg/pool.hpp"
+#include "tests/support/pg_fixture.hpp"
+
+namespace tally::pg {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// Runs one coroutine to completion on a fresh io_context.
+template <typename F>
+void run(F body) {
+  asio::io_context io;
+  auto task = [&]() -> asio::awaitable<void> { co_await body(io); };
+  auto done = asio::co_spawn(io, task, asio::use_future);
+  io.run();
+  done.get();
+}
+
+class PgTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { db_ = new std::string(test::create_database("pg_it")); }
+  static std::string* db_;
+};
+std::string* PgTest::db_ = nullptr;
+
+TEST_F(PgTest, PipelineRunsStatementsInOrderWithParameters) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    connection c(io.get_executor());
+    auto err = co_await c.async_connect(*db_, 3s);
+    EXPECT_FALSE(err) << err.message;
+    std::vector<statement> st{{"SELECT $1::int + 1", {"41"}},
+                              {"SELECT $1::text || $2::text", {"ab", "cd"}},
+                              {"SELECT $1::text IS NULL", {param{}}},
+                              {"SELECT unnest($1::text[])", {array_literal(std::vector<std::string>{"a\"b", "c\\d"})}}};
+    std::vector<result> rs;
+    err = co_await c.async_pipeline(st, rs, 3s);
+    EXPECT_FALSE(err) << err.message;
+    EXPECT_EQ(rs.size(), 4u);
+    EXPECT_EQ(rs[0].int64(0, 0), 42);
+    EXPECT_EQ(rs[1].text(0, 0), "abcd");
+    EXPECT_TRUE(rs[2].boolean(0, 0));
+    EXPECT_EQ(rs[3].rows(), 2);
+    EXPECT_EQ(rs[3].text(0, 0), "a\"b");
+    EXPECT_EQ(rs[3].text(1, 0), "c\\d");
+    // The same statements again reuse their prepared forms.
+    err = co_await c.async_pipeline(st, rs, 3s);
+    EXPECT_FALSE(err) << err.message;
+    EXPECT_EQ(rs[0].int64(0, 0), 42);
+  });
+}
+
+TEST_F(PgTest, SqlStateIsMappedAndTheConnectionStaysUsable) {
+  test::exec_sql(*db_, "CREATE TABLE IF NOT EXISTS uniq (k int PRIMARY KEY)");
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    connection c(io.get_executor());
+    co_await c.async_connect(*db_, 3s);
+    std::vector<statement> st{{"BEGIN", {}},
+                              {"INSERT INTO uniq VALUES (1)", {}},
+                              {"INSERT INTO uniq VALUES (1)", {}},
+                              {"SELECT 1", {}}};
+    std::vector<result> rs;
+    auto err = co_await c.async_pipeline(st, rs, 3s);
+    EXPECT_EQ(err.code, errc::unique_violation);
+    EXPECT_EQ(err.sqlstate, "23505");
+    EXPECT_TRUE(is_transient(err.code));
+    result r;
+    err = co_await c.async_exec("ROLLBACK", r, 3s);
+    EXPECT_FALSE(err) << err.message;
+    err = co_await c.async_exec("SELECT count(*) FROM uniq", r, 3s);
+    EXPECT_FALSE(err) << err.message;
+    EXPECT_EQ(r.int64(0, 0), 0) << "the aborted transaction left nothing";
+  });
+}
+
+TEST_F(PgTest, TimeoutClosesTheConnectionAndReportsUnknownOutcome) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    connection c(io.get_executor());
+    co_await c.async_connect(*db_, 3s);
+    result r;
+    auto started = std::chrono::steady_clock::now();
+    auto err = co_await c.async_exec("SELECT pg_sleep(5)", r, 200ms);
+    EXPECT_EQ(err.code, errc::timeout);
+    EXPECT_TRUE(is_outcome_unknown(err.code));
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+    EXPECT_FALSE(c.is_open());
+  });
+}
+
+TEST_F(PgTest, ConnectToAClosedPortFails) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    connection c(io.get_executor());
+    auto err = co_await c.async_connect("host=127.0.0.1 port=1 user=postgres dbname=postgres", 2s);
+    EXPECT_EQ(err.code, errc::connection_failed);
+  });
+}
+
+TEST_F(PgTest, PoolReplacesAConnectionTheServerKilled) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    pool p(io.get_executor(), {*db_, 2});
+    std::int64_t first_pid = 0;
+    {
+      lease l;
+      auto err = co_await p.async_acquire(l);
+      EXPECT_FALSE(err) << err.message;
+      result r;
+      co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
+      first_pid = r.int64(0, 0);
+    }
+    test::exec_sql(*db_, "SELECT pg_terminate_backend(" + std::to_string(first_pid) + ")");
+    {
+      lease l;
+      co_await p.async_acquire(l);
+      result r;
+      auto err = co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
+      // libpq reports the terminated session as lost (or as 57P01 when the
+      // server's notice arrives first); either way the outcome is unknown.
+      EXPECT_TRUE(is_outcome_unknown(err.code)) << err.message;
+    }
+    lease l;
+    auto err = co_await p.async_acquire(l);
+    EXPECT_FALSE(err) << err.message;
+    result r;
+    err = co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
+    EXPECT_FALSE(err) << err.message;
+    EXPECT_NE(r.int64(0, 0), first_pid);
+  });
+}
+
+TEST_F(PgTest, PoolWaitsForAFreeConnectionThenTimesOut) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    pool p(io.get_executor(), {*db_, 1, 3s, 300ms});
+    lease held;
+    co_await p.async_acquire(held);
+    lease second;
+    auto err = co_await p.async_acquire(second);
+    EXPECT_EQ(err.code, errc::pool_exhausted);
+  });
+}
+
+}  // namespace
+}  // namespace tally::pg
