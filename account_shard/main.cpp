@@ -94,14 +94,15 @@ struct app {
     commits_.start(epoch_);
     // The port is bound only by the writer, so clients keep one address per
     // shard and a standby takes it over when the writer dies.
-    server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_));
     for (int attempt = 0;; ++attempt) {
       boost::system::error_code bind_error;
       try {
+        server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_));
         server_->start();
         break;
       } catch (const boost::system::system_error& e) {
         bind_error = e.code();
+        server_.reset();
       }
       // The old writer's socket may linger for a moment after it died.
       if (attempt >= 50) throw boost::system::system_error(bind_error, "bind");
