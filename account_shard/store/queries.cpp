@@ -71,33 +71,33 @@ nlohmann::json account_json(const pg::result& r, int row, int c) {
           {"version", r.int64(row, c + 5)}, {"updated_at", r.text(row, c + 6)}};
 }
 
+asio::awaitable<pg::error> queries::async_read(std::span<const pg::statement> statements,
+                                               std::vector<pg::result>& out) {
+  pg::lease conn;
+  if (auto err = co_await readers_.async_acquire(conn)) co_return err;
+  co_return co_await conn->async_pipeline(statements, out, timeout_);
+}
+
 asio::awaitable<query_result> queries::async_account(std::string tenant, std::string account_id) {
   query_result out;
-  pg::lease conn;
-  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
-  pg::result r;
-  std::vector<pg::param> r_params{tenant, account_id};
-  if ((out.error = co_await conn->async_exec(sql_account, std::move(r_params), r, timeout_))) co_return out;
-  out.found = r.rows() == 1;
-  if (out.found) out.body = account_json(r, 0, 0);
+  std::vector<pg::statement> st{{sql_account, {tenant, account_id}}};
+  std::vector<pg::result> r;
+  if ((out.error = co_await async_read(st, r))) co_return out;
+  out.found = r[0].rows() == 1;
+  if (out.found) out.body = account_json(r[0], 0, 0);
   co_return out;
 }
 
 asio::awaitable<query_result> queries::async_entries(std::string tenant, std::string account_id, std::int64_t after,
                                                      int limit) {
   query_result out;
-  pg::lease conn;
-  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
-  pg::result acc;
-  std::vector<pg::param> acc_params{tenant, account_id};
-  if ((out.error = co_await conn->async_exec(sql_account, std::move(acc_params), acc, timeout_))) co_return out;
-  if (acc.rows() == 0) {
-    out.found = false;
-    co_return out;
-  }
-  pg::result r;
-  std::vector<pg::param> params{tenant, account_id, std::to_string(after), std::to_string(limit)};
-  if ((out.error = co_await conn->async_exec(sql_entries, std::move(params), r, timeout_))) co_return out;
+  std::vector<pg::statement> st{{sql_account, {tenant, account_id}},
+                                {sql_entries, {tenant, account_id, std::to_string(after), std::to_string(limit)}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  out.found = rs[0].rows() == 1;
+  if (!out.found) co_return out;
+  const auto& r = rs[1];
   nlohmann::json entries = nlohmann::json::array();
   for (int i = 0; i < r.rows(); ++i) {
     nlohmann::json e = {{"seq", r.int64(i, 0)},   {"biz_type", r.text(i, 1)},      {"biz_id", r.text(i, 2)},
@@ -113,11 +113,10 @@ asio::awaitable<query_result> queries::async_entries(std::string tenant, std::st
 
 asio::awaitable<query_result> queries::async_holds(std::string tenant, std::string account_id) {
   query_result out;
-  pg::lease conn;
-  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
-  pg::result r;
-  std::vector<pg::param> r_params{tenant, account_id};
-  if ((out.error = co_await conn->async_exec(sql_holds, std::move(r_params), r, timeout_))) co_return out;
+  std::vector<pg::statement> st{{sql_holds, {tenant, account_id}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  const auto& r = rs[0];
   nlohmann::json holds = nlohmann::json::array();
   for (int i = 0; i < r.rows(); ++i)
     holds.push_back({{"hold_id", r.text(i, 0)},
@@ -131,11 +130,10 @@ asio::awaitable<query_result> queries::async_holds(std::string tenant, std::stri
 
 asio::awaitable<query_result> queries::async_old_holds(std::int64_t older_than_ms, int limit) {
   query_result out;
-  pg::lease conn;
-  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
-  pg::result r;
-  std::vector<pg::param> params{std::to_string(older_than_ms), std::to_string(limit)};
-  if ((out.error = co_await conn->async_exec(sql_old_holds, std::move(params), r, timeout_))) co_return out;
+  std::vector<pg::statement> st{{sql_old_holds, {std::to_string(older_than_ms), std::to_string(limit)}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  const auto& r = rs[0];
   nlohmann::json holds = nlohmann::json::array();
   for (int i = 0; i < r.rows(); ++i)
     holds.push_back({{"tenant", r.text(i, 0)},
@@ -150,12 +148,10 @@ asio::awaitable<query_result> queries::async_old_holds(std::int64_t older_than_m
 asio::awaitable<query_result> queries::async_operation(std::string tenant, std::string account_id,
                                                        std::string biz_type, std::string biz_id) {
   query_result out;
-  pg::lease conn;
-  if ((out.error = co_await readers_.async_acquire(conn))) co_return out;
-  pg::result r;
-  std::vector<pg::param> r_params{tenant, account_id, biz_type, biz_id};
-  if ((out.error = co_await conn->async_exec(sql_operation, std::move(r_params), r, timeout_)))
-    co_return out;
+  std::vector<pg::statement> st{{sql_operation, {tenant, account_id, biz_type, biz_id}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  const auto& r = rs[0];
   out.found = r.rows() == 1;
   if (!out.found) co_return out;
   out.body = {{"tenant", tenant},           {"account_id", account_id},          {"biz_type", biz_type},

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <vector>
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
@@ -40,6 +42,9 @@ class queries {
                                                         std::string status, std::int64_t writer_epoch);
 
  private:
+  boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements,
+                                               std::vector<pg::result>& out);
+
   pg::pool& readers_;
   pg::pool& writers_;
   std::chrono::milliseconds timeout_;
