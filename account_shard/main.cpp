@@ -61,7 +61,9 @@ settings read_settings(const config::config& cfg) {
   auto mode = cfg.get_string("commit_mode", "group");
   if (mode == "group") {
     s.commit.max_batch = static_cast<std::size_t>(cfg.get_int("commit.max_batch", 1000));
-    s.commit.workers = static_cast<std::size_t>(cfg.get_int("commit.workers", 1));
+    // Two batches in flight: one is committing (waiting for its WAL flush)
+    // while the next reads and decides.
+    s.commit.workers = static_cast<std::size_t>(cfg.get_int("commit.workers", 2));
   } else if (mode == "per-command") {
     s.commit.max_batch = 1;
     s.commit.workers = static_cast<std::size_t>(cfg.get_int("commit.workers", 16));

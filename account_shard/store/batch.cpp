@@ -286,6 +286,18 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_
     co_return out;
   }
   auto writes = write_statements(st);
+  if (!failpoint::armed()) {
+    // Nothing has to stop between the writes and the commit: one round trip.
+    writes.push_back({sql_commit, {}});
+    out.error = co_await conn.async_pipeline(writes, results, timeout);
+    if (out.error) {
+      // A failed write aborts the pipeline before COMMIT runs; a lost
+      // connection leaves the COMMIT's fate unknown.
+      out.outcome_unknown = pg::is_outcome_unknown(out.error.code);
+      if (!out.outcome_unknown) co_await rollback(conn, timeout);
+    }
+    co_return out;
+  }
   if (!writes.empty()) {
     out.error = co_await conn.async_pipeline(writes, results, timeout);
     if (out.error) {

@@ -23,6 +23,10 @@ inline bool hit(std::string_view name) {
   return detail::slow_hit(name);
 }
 
+// True while any failpoint is armed (a relaxed load), for paths that are
+// shaped differently only so that a failpoint can stop between two steps.
+inline bool armed() { return detail::any_armed.load(std::memory_order_relaxed); }
+
 // Arms (or disarms with "off") from a spec; throws std::invalid_argument on a bad spec.
 void arm(std::string_view spec);
 void disarm_all();
