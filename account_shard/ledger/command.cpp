@@ -131,7 +131,8 @@ bool only_fields(const nlohmann::json& j, std::initializer_list<std::string_view
 std::variant<command, invalid_command> parse_command(const nlohmann::json& j) {
   if (!j.is_object()) return invalid_command{"a command must be a JSON object"};
   auto type = j.find("type");
-  if (type == j.end() || !type->is_string()) return invalid_command{"missing field: type"};
+  if (type == j.end()) return invalid_command{"missing field: type"};
+  if (!type->is_string()) return invalid_command{"type must be a string"};
   auto kind = command_kind_from(type->get<std::string>());
   if (!kind) return invalid_command{"unknown command type: " + type->get<std::string>().substr(0, 64)};
   command c;

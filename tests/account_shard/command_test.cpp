@@ -213,7 +213,7 @@ TEST(ParseCommand, MissingOrBadType) {
   j.erase("type");
   EXPECT_EQ(err(j), "missing field: type");
   j["type"] = 3;
-  EXPECT_EQ(err(j), "missing field: type");
+  EXPECT_EQ(err(j), "type must be a string");
   j["type"] = "transfer";
   EXPECT_EQ(err(j), "unknown command type: transfer");
   j["type"] = "";

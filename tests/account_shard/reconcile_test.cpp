@@ -1,1 +1,240 @@
+// Unit tests of reconcile_account (no I/O).
+#include "account_shard/ledger/reconcile.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::shard;
+
+entry_view e(std::int64_t seq, const char* type, const char* id, std::int64_t delta,
+             std::optional<std::int64_t> reverses = std::nullopt) {
+  return {seq, type, id, delta, reverses};
+}
+
+std::vector<std::string> kinds(const account_reconciliation& r) {
+  std::vector<std::string> out;
+  for (const auto& f : r.findings) out.push_back(f.kind);
+  return out;
+}
+
+// DESIGN.md: +100, −80, +50, a duplicate of one business key and a
+// reversal; rebuilt 70, snapshot 20 → difference 50, a duplicate.
+TEST(Reconcile, DesignWorkedExample) {
+  const std::vector<entry_view> entries = {
+      e(1, "open_account", "open", 0),
+      e(2, "credit", "c1", 100),
+      e(3, "debit", "d1", -80),
+      e(4, "credit", "c2", 50),
+      e(5, "credit", "c2", 50),             // the same business key, a second effect
+      e(6, "reversal", "rev-c2", -50, 4),   // a legitimate reversing entry
+  };
+  auto r = reconcile_account("t1", "a1", 20, 0, 0, 0, entries);
+  EXPECT_EQ(r.tenant, "t1");
+  EXPECT_EQ(r.account_id, "a1");
+  EXPECT_EQ(r.snapshot, 20);
+  EXPECT_EQ(r.rebuilt, 70);
+  EXPECT_EQ(r.difference, 50);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "reversal"}));
+  const finding& dup = r.findings[0];
+  EXPECT_EQ(dup.amount, 50);
+  EXPECT_EQ(dup.biz_type, "credit");
+  EXPECT_EQ(dup.biz_id, "c2");
+  EXPECT_EQ(dup.seq, std::optional<std::int64_t>(5));
+  const finding& rev = r.findings[1];
+  EXPECT_EQ(rev.amount, -50);
+  EXPECT_EQ(rev.biz_type, "reversal");
+  EXPECT_EQ(rev.biz_id, "rev-c2");
+  EXPECT_EQ(rev.seq, std::optional<std::int64_t>(6));
+  EXPECT_TRUE(r.needs_freeze());
+
+  EXPECT_EQ(to_json(r), json::parse(R"({"tenant":"t1","account_id":"a1","snapshot":20,"rebuilt":70,
+    "difference":50,"writes_after_watermark":0,"findings":[
+      {"class":"duplicate","amount":50,"biz_type":"credit","biz_id":"c2","seq":5},
+      {"class":"reversal","amount":-50,"biz_type":"reversal","biz_id":"rev-c2","seq":6}]})"));
+}
+
+TEST(Reconcile, ReversalIsReportedButNotCounted) {
+  // A refund reversing the debit, reflected in the snapshot: no difference.
+  const std::vector<entry_view> entries = {
+      e(1, "open_account", "open", 0),
+      e(2, "credit", "c1", 100),
+      e(3, "debit", "d1", -80),
+      e(4, "refund", "r1", 30, 3),
+  };
+  auto r = reconcile_account("t1", "a1", 50, 0, 0, 0, entries);
+  EXPECT_EQ(r.rebuilt, 50);
+  EXPECT_EQ(r.difference, 0);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"reversal"}));
+  EXPECT_EQ(r.findings[0].amount, 30);
+  EXPECT_EQ(r.findings[0].seq, std::optional<std::int64_t>(4));
+  EXPECT_FALSE(r.needs_freeze());
+}
+
+TEST(Reconcile, CleanAccountHasNoFindings) {
+  const std::vector<entry_view> entries = {
+      e(10, "open_account", "open", 0),
+      e(12, "credit", "c1", 100),
+      e(15, "debit", "d1", -30),
+      e(16, "capture", "h1", -20),
+  };
+  auto r = reconcile_account("t1", "a1", 50, 0, 15, 15, entries);
+  EXPECT_EQ(r.rebuilt, 50);
+  EXPECT_EQ(r.difference, 0);
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_FALSE(r.needs_freeze());
+  EXPECT_EQ(to_json(r)["findings"], json::array());
+}
+
+TEST(Reconcile, WritesAfterWatermarkAreCountedApart) {
+  // Today's balance is 570; 500 of it was written after W. The caller passes
+  // the snapshot as of W (70) and only the entries ≤ W.
+  const std::vector<entry_view> entries = {e(1, "open_account", "open", 0), e(2, "credit", "c1", 70)};
+  auto r = reconcile_account("t1", "a1", 70, 500, 0, 0, entries);
+  EXPECT_EQ(r.difference, 0);
+  EXPECT_EQ(r.writes_after_watermark, 500);
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_FALSE(r.needs_freeze());
+  EXPECT_EQ(to_json(r)["writes_after_watermark"], 500);
+}
+
+TEST(Reconcile, MissingOpening) {
+  const std::vector<entry_view> entries = {e(2, "credit", "c1", 100), e(3, "debit", "d1", -30)};
+  auto r = reconcile_account("t1", "a1", 70, 0, 0, 0, entries);
+  EXPECT_EQ(r.rebuilt, 70);
+  EXPECT_EQ(r.difference, 0);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"missing_opening"}));
+  EXPECT_EQ(r.findings[0].amount, 0);
+  EXPECT_FALSE(r.findings[0].seq.has_value());
+  // A baseline to record, not a difference.
+  EXPECT_FALSE(r.needs_freeze());
+  EXPECT_EQ(to_json(r)["findings"], json::parse(R"([{"class":"missing_opening","amount":0}])"));
+}
+
+TEST(Reconcile, MissingOpeningWithPreLedgerBalanceIsUnexplained) {
+  // The account held 20 before its ledger began: the baseline is missing and
+  // the difference is real until an opening is recorded.
+  const std::vector<entry_view> entries = {e(2, "credit", "c1", 100)};
+  auto r = reconcile_account("t1", "a1", 120, 0, 0, 0, entries);
+  EXPECT_EQ(r.rebuilt, 100);
+  EXPECT_EQ(r.difference, -20);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"missing_opening", "unexplained"}));
+  EXPECT_EQ(r.findings[1].amount, -20);
+  EXPECT_TRUE(r.needs_freeze());
+}
+
+TEST(Reconcile, EmptyLedger) {
+  auto r = reconcile_account("t1", "a1", 0, 0, 0, 0, {});
+  EXPECT_EQ(r.rebuilt, 0);
+  EXPECT_EQ(r.difference, 0);
+  EXPECT_EQ(kinds(r), (std::vector<std::string>{"missing_opening"}));
+  EXPECT_FALSE(r.needs_freeze());
+}
+
+TEST(Reconcile, HeldMismatch) {
+  const std::vector<entry_view> entries = {e(1, "open_account", "open", 0), e(2, "credit", "c1", 100)};
+  auto r = reconcile_account("t1", "a1", 100, 0, 30, 20, entries);
+  EXPECT_EQ(r.difference, 0);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"held_mismatch"}));
+  EXPECT_EQ(r.findings[0].amount, 10);
+  EXPECT_TRUE(r.needs_freeze());
+
+  auto under = reconcile_account("t1", "a1", 100, 0, 0, 25, entries);
+  ASSERT_EQ(kinds(under), (std::vector<std::string>{"held_mismatch"}));
+  EXPECT_EQ(under.findings[0].amount, -25);
+  EXPECT_TRUE(under.needs_freeze());
+}
+
+TEST(Reconcile, CorruptedBalanceIsUnexplainedAndFreezes) {
+  const std::vector<entry_view> entries = {
+      e(1, "open_account", "open", 0),
+      e(2, "credit", "c1", 100),
+      e(3, "debit", "d1", -30),
+  };
+  // Someone edited the balance by hand: 75 instead of 70.
+  auto r = reconcile_account("t1", "a1", 75, 0, 0, 0, entries);
+  EXPECT_EQ(r.rebuilt, 70);
+  EXPECT_EQ(r.difference, -5);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"unexplained"}));
+  EXPECT_EQ(r.findings[0].amount, -5);
+  EXPECT_TRUE(r.findings[0].biz_type.empty());
+  EXPECT_FALSE(r.findings[0].seq.has_value());
+  EXPECT_TRUE(r.needs_freeze());
+
+  auto low = reconcile_account("t1", "a1", 60, 0, 0, 0, entries);
+  EXPECT_EQ(low.difference, 10);
+  ASSERT_EQ(kinds(low), (std::vector<std::string>{"unexplained"}));
+  EXPECT_EQ(low.findings[0].amount, 10);
+  EXPECT_TRUE(low.needs_freeze());
+}
+
+TEST(Reconcile, DuplicatePlusUnexplainedRemainder) {
+  // A duplicate of 50 explains only part of a difference of 53.
+  const std::vector<entry_view> entries = {
+      e(1, "open_account", "open", 0),
+      e(2, "credit", "c1", 50),
+      e(3, "credit", "c1", 50),
+  };
+  auto r = reconcile_account("t1", "a1", 47, 0, 0, 0, entries);
+  EXPECT_EQ(r.difference, 53);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "unexplained"}));
+  EXPECT_EQ(r.findings[0].amount, 50);
+  EXPECT_EQ(r.findings[1].amount, 3);
+  EXPECT_TRUE(r.needs_freeze());
+}
+
+TEST(Reconcile, EveryExtraEffectOfAKeyIsADuplicate) {
+  const std::vector<entry_view> entries = {
+      e(1, "open_account", "open", 0),
+      e(2, "debit", "x", -10),
+      e(3, "credit", "x", 100),  // another biz_type with the same id: another key
+      e(4, "debit", "x", -10),
+      e(5, "debit", "x", -10),
+  };
+  // The account really moved +100 - 10.
+  auto r = reconcile_account("t1", "a1", 90, 0, 0, 0, entries);
+  EXPECT_EQ(r.rebuilt, 70);
+  EXPECT_EQ(r.difference, -20);
+  ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "duplicate"}));
+  EXPECT_EQ(r.findings[0].seq, std::optional<std::int64_t>(4));
+  EXPECT_EQ(r.findings[1].seq, std::optional<std::int64_t>(5));
+  EXPECT_EQ(r.findings[0].amount, -10);
+  EXPECT_TRUE(r.needs_freeze());
+}
+
+TEST(Reconcile, DuplicateFreezesEvenWithoutDifference) {
+  // The balance took the duplicate too: the books agree but a key has two
+  // effects (a broken constraint), which must still stop writes.
+  const std::vector<entry_view> entries = {
+      e(1, "open_account", "open", 0),
+      e(2, "credit", "c1", 50),
+      e(3, "credit", "c1", 50),
+  };
+  auto r = reconcile_account("t1", "a1", 100, 0, 0, 0, entries);
+  EXPECT_EQ(r.difference, 0);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "duplicate");
+  EXPECT_TRUE(r.needs_freeze());
+}
+
+TEST(NeedsFreeze, OnlyRealProblemsFreeze) {
+  account_reconciliation r;
+  EXPECT_FALSE(r.needs_freeze());
+  r.findings.push_back({"reversal", 5, "refund", "r1", 3});
+  r.findings.push_back({"missing_opening", 0, "", "", std::nullopt});
+  EXPECT_FALSE(r.needs_freeze());
+  r.difference = 1;
+  EXPECT_TRUE(r.needs_freeze());
+  r.difference = 0;
+  r.findings.push_back({"held_mismatch", 1, "", "", std::nullopt});
+  EXPECT_TRUE(r.needs_freeze());
+}
+
+}  // namespace
