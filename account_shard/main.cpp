@@ -58,6 +58,8 @@ settings read_settings(const config::config& cfg) {
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/shard");
   s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
   s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7101));
+  // A full batch of 1000 commands is about 150 KB.
+  s.listen.body_limit = static_cast<std::size_t>(cfg.get_int("listen.body_limit", 1024 * 1024));
   auto mode = cfg.get_string("commit_mode", "group");
   if (mode == "group") {
     s.commit.max_batch = static_cast<std::size_t>(cfg.get_int("commit.max_batch", 1000));

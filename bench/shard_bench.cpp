@@ -9,6 +9,8 @@
 // --token defaults to $TALLY_SHARD_INTERNAL_TOKEN. --rate=0 (the default)
 // is closed loop. --threads runs the connections on that many io_contexts,
 // for when one client thread cannot keep the shard busy.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -303,6 +305,8 @@ asio::awaitable<void> run_connection(const options& opt, std::size_t index, std:
   out.finished = clock_type::now();
 }
 
+// per_second[i]: debits that succeeded in second i+1 after the start; the
+// last entry holds the drain of the debits in flight at the deadline.
 asio::awaitable<void> report_progress(clock_type::time_point start, live_counters& live,
                                       std::vector<std::uint64_t>& per_second) {
   asio::steady_timer tick(co_await asio::this_coro::executor);
@@ -327,6 +331,14 @@ double percentile_ms(const std::vector<std::uint32_t>& sorted_us, double q) {
   return sorted_us[std::clamp<std::size_t>(rank, 1, sorted_us.size()) - 1] / 1000.0;
 }
 
+// User + system CPU this process has used so far, in seconds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
 void rethrow_failure(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);
 }
@@ -342,6 +354,7 @@ int run(const options& opt) {
   const double setup_s = std::chrono::duration<double>(clock_type::now() - setup_start).count();
   std::fprintf(stderr, "shard_bench: %zu accounts opened and funded in %.1f s\n", opt.accounts, setup_s);
 
+  const double cpu_before = cpu_seconds();
   std::vector<std::unique_ptr<asio::io_context>> ios;
   for (std::size_t i = 0; i < opt.threads; ++i) ios.push_back(std::make_unique<asio::io_context>(1));
   std::vector<connection_result> results(opt.connections);
@@ -370,6 +383,7 @@ int run(const options& opt) {
   for (std::size_t i = 1; i < ios.size(); ++i) extra.emplace_back([&io = *ios[i]] { io.run(); });
   ios[0]->run();
   for (auto& t : extra) t.join();
+  const double cpu_s = cpu_seconds() - cpu_before;
 
   std::vector<std::uint32_t> latencies;
   std::uint64_t succeeded = 0, rejected = 0, errors = 0;
@@ -396,6 +410,7 @@ int run(const options& opt) {
       {"offered_rate", opt.rate},
       {"duration_s", elapsed_s},
       {"setup_s", setup_s},
+      {"cpu_s", cpu_s},
       {"completed", succeeded},
       {"rejected", rejected},
       {"errors", errors},

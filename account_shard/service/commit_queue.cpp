@@ -18,7 +18,6 @@ commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_o
       writers_(writers),
       options_(options),
       on_fenced_(std::move(on_fenced)),
-      wake_(ex, asio::steady_timer::time_point::max()),
       drained_(ex, asio::steady_timer::time_point::max()),
       batches_(m.add_counter("tally_shard_batches_total", "Committed batches")),
       commands_(m.add_counter("tally_shard_commands_total", "Commands decided and committed")),
@@ -56,7 +55,7 @@ asio::awaitable<std::vector<submit_result>> commit_queue::async_submit_many(std:
   items.reserve(commands.size());
   for (auto& c : commands) items.push_back(pending{std::move(c), {}, &done, false});
   for (auto& p : items) queue_.push_back(&p);
-  wake_.cancel();
+  wake_one_worker();
   for (auto& p : items) {
     while (!p.finished) {
       boost::system::error_code ec;
@@ -65,6 +64,14 @@ asio::awaitable<std::vector<submit_result>> commit_queue::async_submit_many(std:
   }
   for (std::size_t i = 0; i < items.size(); ++i) results[i] = std::move(items[i].result);
   co_return results;
+}
+
+// Waking one worker rather than all keeps a per-command pool of many
+// workers from stampeding on every submit.
+void commit_queue::wake_one_worker() {
+  if (idle_workers_.empty()) return;
+  idle_workers_.front()->cancel();
+  idle_workers_.pop_front();
 }
 
 void commit_queue::finish(pending* p, submit_result r) {
@@ -81,15 +88,19 @@ asio::awaitable<void> commit_queue::run_worker() {
         if (--running_workers_ == 0) drained_.cancel();
         co_return;
       }
-      // cancel() wakes every waiting worker; the expiry itself stays "never".
+      asio::steady_timer idle(ex_, asio::steady_timer::time_point::max());
+      idle_workers_.push_back(&idle);
       boost::system::error_code ec;
-      co_await wake_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      co_await idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      std::erase(idle_workers_, &idle);  // a no-op when a waker already took it off
     }
     batch.clear();
     while (!queue_.empty() && batch.size() < options_.max_batch) {
       batch.push_back(queue_.front());
       queue_.pop_front();
     }
+    // More than one batch queued: another idle worker can start on it now.
+    if (!queue_.empty()) wake_one_worker();
     co_await run_batch(batch);
   }
 }
@@ -139,7 +150,7 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<pending*>& batch) {
 
 asio::awaitable<void> commit_queue::async_drain() {
   draining_ = true;
-  wake_.cancel();
+  while (!idle_workers_.empty()) wake_one_worker();
   while (running_workers_ > 0) {
     boost::system::error_code ec;
     drained_.expires_at(asio::steady_timer::time_point::max());

@@ -61,6 +61,7 @@ class commit_queue {
   boost::asio::awaitable<void> run_worker();
   boost::asio::awaitable<void> run_batch(std::vector<pending*>& batch);
   void finish(pending* p, submit_result r);
+  void wake_one_worker();
 
   boost::asio::any_io_executor ex_;
   pg::pool& writers_;
@@ -68,7 +69,7 @@ class commit_queue {
   std::function<void()> on_fenced_;
   std::int64_t epoch_ = 0;
   std::deque<pending*> queue_;
-  boost::asio::steady_timer wake_;
+  std::deque<boost::asio::steady_timer*> idle_workers_;  // each waits on its own timer
   bool draining_ = false;
   std::size_t running_workers_ = 0;
   boost::asio::steady_timer drained_;

@@ -3,6 +3,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "account_shard/store/fence.hpp"
 #include "common/log/log.hpp"
 
 namespace tally::shard {
@@ -14,6 +15,9 @@ constexpr std::string_view sql_try_lock = "SELECT pg_try_advisory_lock(546172617
 constexpr std::string_view sql_take_over =
     "UPDATE shard_writer SET epoch = epoch + 1, holder = $1, since = now() RETURNING epoch";
 constexpr std::string_view sql_ping = "SELECT 1";
+constexpr std::string_view sql_begin = "BEGIN";
+constexpr std::string_view sql_commit = "COMMIT";
+constexpr std::string_view sql_rollback = "ROLLBACK";
 constexpr auto timeout = std::chrono::seconds(5);
 }  // namespace
 
@@ -32,13 +36,20 @@ asio::awaitable<std::int64_t> leadership::async_acquire(std::chrono::millisecond
       pg::result r;
       auto err = co_await lock_conn_.async_exec(sql_try_lock, r, timeout);
       if (!err && r.boolean(0, 0)) {
-        pg::result epoch;
-        std::vector<pg::param> params{holder_};
-        err = co_await lock_conn_.async_exec(sql_take_over, std::move(params), epoch, timeout);
+        // The exclusive fence waits for the old writer's transactions in flight.
+        std::vector<pg::statement> take_over{{sql_begin, {}},
+                                             {sql_fence_exclusive, {}},
+                                             {sql_take_over, {holder_}},
+                                             {sql_commit, {}}};
+        std::vector<pg::result> rs;
+        err = co_await lock_conn_.async_pipeline(take_over, rs, timeout);
         if (!err) {
-          log::info("writer lock acquired", {{"epoch", epoch.int64(0, 0)}, {"holder", holder_}});
-          co_return epoch.int64(0, 0);
+          auto epoch = rs[2].int64(0, 0);
+          log::info("writer lock acquired", {{"epoch", epoch}, {"holder", holder_}});
+          co_return epoch;
         }
+        pg::result ignored;
+        if (lock_conn_.is_open()) (void)co_await lock_conn_.async_exec(sql_rollback, ignored, timeout);
       }
       if (err) log::warn("writer lock: query failed", {{"error", err.message}});
       if (!err && !announced) {

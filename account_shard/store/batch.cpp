@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "account_shard/store/fence.hpp"
 #include "common/failpoint/failpoint.hpp"
 
 namespace tally::shard {
@@ -16,7 +17,6 @@ namespace {
 constexpr std::string_view sql_begin = "BEGIN";
 constexpr std::string_view sql_commit = "COMMIT";
 constexpr std::string_view sql_rollback = "ROLLBACK";
-constexpr std::string_view sql_epoch = "SELECT epoch FROM shard_writer FOR SHARE";
 constexpr std::string_view sql_lock_accounts =
     "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version "
     "FROM account a JOIN unnest($1::text[], $2::text[]) AS k(tenant, account_id) USING (tenant, account_id) "
@@ -85,14 +85,14 @@ param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
 param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
 
 void load_state(batch_state& st, const std::vector<pg::result>& r) {
-  // r: [0]=BEGIN [1]=epoch [2]=accounts [3]=operations [4]=holds [5]=seqs
-  const auto& acc = r[2];
+  // r: [0]=BEGIN [1]=fence [2]=epoch [3]=accounts [4]=operations [5]=holds [6]=seqs
+  const auto& acc = r[3];
   for (int i = 0; i < acc.rows(); ++i) {
     account_row a{std::string(acc.text(i, 0)), std::string(acc.text(i, 1)), acc.int64(i, 2), acc.int64(i, 3),
                   account_status_from(acc.text(i, 4)).value_or(account_status::frozen), acc.int64(i, 5), false, false};
     st.accounts.emplace(batch_state::account_key(a.tenant, a.account_id), std::move(a));
   }
-  const auto& ops = r[3];
+  const auto& ops = r[4];
   for (int i = 0; i < ops.rows(); ++i) {
     operation_row o;
     o.key = {std::string(ops.text(i, 0)), std::string(ops.text(i, 1)), std::string(ops.text(i, 2)),
@@ -109,14 +109,14 @@ void load_state(batch_state& st, const std::vector<pg::result>& r) {
     auto flat = o.key.flat();
     st.operations.emplace(std::move(flat), std::move(o));
   }
-  const auto& holds = r[4];
+  const auto& holds = r[5];
   for (int i = 0; i < holds.rows(); ++i) {
     hold_row h{std::string(holds.text(i, 0)), std::string(holds.text(i, 1)), std::string(holds.text(i, 2)),
                holds.int64(i, 3), holds.int64(i, 4), hold_state_from(holds.text(i, 5)).value_or(hold_state::held),
                false, false};
     st.holds.emplace(batch_state::hold_key(h.tenant, h.account_id, h.hold_id), std::move(h));
   }
-  const auto& seqs = r[5];
+  const auto& seqs = r[6];
   for (int i = 0; i < seqs.rows(); ++i) st.free_seqs.push_back(seqs.int64(i, 0));
   std::sort(st.free_seqs.begin(), st.free_seqs.end());
 }
@@ -143,7 +143,8 @@ std::vector<pg::statement> read_statements(std::span<const command> commands) {
   for (const auto& [t, a, h] : holds) h_t.push_back(t), h_a.push_back(a), h_h.push_back(h);
   std::vector<pg::statement> st;
   st.push_back({sql_begin, {}});
-  st.push_back({sql_epoch, {}});
+  st.push_back({sql_fence_shared, {}});
+  st.push_back({sql_read_epoch, {}});
   st.push_back({sql_lock_accounts, params_of({array_literal(a_t), array_literal(a_a)})});
   st.push_back({sql_lock_operations,
                 params_of({array_literal(o_t), array_literal(o_a), array_literal(o_bt), array_literal(o_bi)})});
@@ -270,7 +271,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_
     co_await rollback(conn, timeout);
     co_return out;
   }
-  if (results[1].rows() != 1 || results[1].int64(0, 0) != writer_epoch) {
+  if (results[2].rows() != 1 || results[2].int64(0, 0) != writer_epoch) {
     co_await rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
     co_return out;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "account_shard/ledger/reconcile.hpp"
+#include "account_shard/store/fence.hpp"
 
 namespace tally::shard {
 
@@ -51,7 +52,6 @@ constexpr std::string_view sql_account_entries_upto =
     "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
 constexpr std::string_view sql_begin = "BEGIN";
 constexpr std::string_view sql_commit = "COMMIT";
-constexpr std::string_view sql_epoch = "SELECT epoch FROM shard_writer FOR SHARE";
 constexpr std::string_view sql_set_status =
     "WITH u AS (UPDATE account SET status = $3, version = version + 1, updated_at = now() "
     "  WHERE tenant = $1 AND account_id = $2 AND status <> $3 AND status <> 'closed' "
@@ -230,21 +230,22 @@ asio::awaitable<query_result> queries::async_set_status(std::string tenant, std:
   pg::lease conn;
   if ((out.error = co_await writers_.async_acquire(conn))) co_return out;
   std::vector<pg::statement> st{{sql_begin, {}},
-                                {sql_epoch, {}},
+                                {sql_fence_shared, {}},
+                                {sql_read_epoch, {}},
                                 {sql_set_status, {tenant, account_id, status}},
                                 {sql_account, {tenant, account_id}}};
   std::vector<pg::result> rs;
   out.error = co_await conn->async_pipeline(st, rs, timeout_);
   pg::result ignored;
-  if (!out.error && rs[1].int64(0, 0) != writer_epoch)
+  if (!out.error && rs[2].int64(0, 0) != writer_epoch)
     out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
   if (out.error) {
     if (conn->is_open()) (void)co_await conn->async_exec(sql_rollback, ignored, timeout_);
     co_return out;
   }
   if ((out.error = co_await conn->async_exec(sql_commit, ignored, timeout_))) co_return out;
-  out.found = rs[3].rows() == 1;
-  if (out.found) out.body = account_json(rs[3], 0, 0);
+  out.found = rs[4].rows() == 1;
+  if (out.found) out.body = account_json(rs[4], 0, 0);
   co_return out;
 }
 

@@ -181,7 +181,9 @@ TEST(Fencing, APausedWriterThatLostItsLockNeverWritesBesideTheNewOne) {
   ASSERT_EQ(to_old.call("GET", "/readyz", "", "").status, 200);  // connection to the old writer kept open
   ::kill(old_writer.pid(), SIGSTOP);
   // The old writer's lock session is cut, as a network partition would.
-  exec_sql(db, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted");
+  exec_sql(db,
+           "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+           "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())");
   shard_process new_writer(db, port);
   new_writer.start();
   ASSERT_TRUE(eventually([&] { return query_int(db, "SELECT epoch FROM shard_writer") == 2; }, 10s));

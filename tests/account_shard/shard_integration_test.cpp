@@ -240,7 +240,7 @@ TEST_F(ShardTest, BadInputIsRefusedAndChangesNothing) {
   // A batch with one bad command is refused whole.
   json batch = {{"commands", {command("credit", "alice", "ok1", 5), {{"type", "credit"}}}}};
   EXPECT_EQ(client_->call("POST", "/v1/batch", batch.dump()).status, 400);
-  EXPECT_EQ(client_->call("POST", "/v1/commands", std::string(70 * 1024, ' ')).status, 413);
+  EXPECT_EQ(client_->call("POST", "/v1/commands", std::string(2 * 1024 * 1024, ' ')).status, 413);
   EXPECT_EQ(client_->call("GET", "/v1/accounts/t1/bad%20id").status, 400);
   EXPECT_EQ(client_->call("POST", "/v1/commands", command("credit", "alice", "c", 1).dump(), "wrong-token").status, 401);
   EXPECT_EQ(client_->call("POST", "/v1/nothing", "{}").status, 404);

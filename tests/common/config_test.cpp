@@ -10,6 +10,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace {
 
@@ -20,7 +21,7 @@ using ::testing::HasSubstr;
 // A config file that lives as long as the test.
 class temp_file {
  public:
-  explicit temp_file(const std::string& text) : path_(::testing::TempDir() + "config_test_" + std::to_string(next_++)) {
+  explicit temp_file(const std::string& text) : path_(::testing::TempDir() + "config_test_" + std::to_string(::getpid()) + "_" + std::to_string(next_++)) {
     std::ofstream(path_) << text;
   }
   ~temp_file() { std::remove(path_.c_str()); }
