@@ -59,6 +59,10 @@ asio::awaitable<error> pool::async_acquire(lease& out) {
       ++open_;
       auto c = std::make_unique<connection>(ex_);
       error err = co_await c->async_connect(options_.conninfo, options_.connect_timeout);
+      if (!err && !options_.session_sql.empty()) {
+        result ignored;
+        err = co_await c->async_exec(options_.session_sql, ignored, options_.connect_timeout);
+      }
       if (!*alive) co_return error{make_error_code(errc::connection_failed), "", "pool destroyed"};
       if (err) {
         --open_;

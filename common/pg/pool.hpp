@@ -22,6 +22,7 @@ struct pool_options {
   std::size_t max_size = 8;
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::milliseconds acquire_timeout{3000};
+  std::string session_sql;  // run once on every new connection (e.g. SET ...), when not empty
 };
 
 class pool;

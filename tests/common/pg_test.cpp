@@ -24,6 +24,14 @@ void run(F body) {
   done.get();
 }
 
+pool_options options(const std::string& conninfo, std::size_t size, std::chrono::milliseconds acquire = 3s) {
+  pool_options o;
+  o.conninfo = conninfo;
+  o.max_size = size;
+  o.acquire_timeout = acquire;
+  return o;
+}
+
 class PgTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { db_ = new std::string(test::create_database("pg_it")); }
@@ -104,7 +112,7 @@ TEST_F(PgTest, ConnectToAClosedPortFails) {
 
 TEST_F(PgTest, PoolReplacesAConnectionTheServerKilled) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
-    pool p(io.get_executor(), {*db_, 2});
+    pool p(io.get_executor(), options(*db_, 2));
     std::int64_t first_pid = 0;
     {
       lease l;
@@ -136,12 +144,26 @@ TEST_F(PgTest, PoolReplacesAConnectionTheServerKilled) {
 
 TEST_F(PgTest, PoolWaitsForAFreeConnectionThenTimesOut) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
-    pool p(io.get_executor(), {*db_, 1, 3s, 300ms});
+    pool p(io.get_executor(), options(*db_, 1, 300ms));
     lease held;
     co_await p.async_acquire(held);
     lease second;
     auto err = co_await p.async_acquire(second);
     EXPECT_EQ(err.code, errc::pool_exhausted);
+  });
+}
+
+TEST_F(PgTest, PoolRunsTheSessionSqlOnEveryNewConnection) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    auto o = options(*db_, 1);
+    o.session_sql = "SET application_name = 'tally_pool_test'";
+    pool p(io.get_executor(), o);
+    lease l;
+    co_await p.async_acquire(l);
+    result r;
+    auto err = co_await l->async_exec("SHOW application_name", r, 3s);
+    EXPECT_FALSE(err) << err.message;
+    EXPECT_EQ(r.text(0, 0), "tally_pool_test");
   });
 }
 
