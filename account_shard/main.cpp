@@ -45,7 +45,7 @@ struct settings {
   http::server_options listen;
   shard::commit_options commit;
   std::size_t read_pool = 4;
-  bool generic_plans = true;
+  bool custom_plans = true;
   std::string holder;
 };
 
@@ -75,24 +75,25 @@ settings read_settings(const config::config& cfg) {
   }
   s.commit.statement_timeout = std::chrono::milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
   s.read_pool = static_cast<std::size_t>(cfg.get_int("database.read_pool", 4));
-  // Measured (docs/benchmarks.md): generic plans make single-command
-  // transactions cheaper, and batches of tens of commands slower.
-  s.generic_plans = cfg.get_bool("database.generic_plans", mode == "per-command");
+  s.custom_plans = cfg.get_bool("database.custom_plans", true);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   s.holder = std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(s.listen.port);
   return s;
 }
 
-// The shard's statements join index lookups against unnest() of arrays.
-// PostgreSQL estimates every array at 10 rows, so for a one-element array a
-// custom plan always looks cheaper than the generic one and every execution
-// is planned again; forcing generic plans avoids that planning.
-pg::pool_options pool_options(const std::string& conninfo, std::size_t size, bool generic_plans) {
+// Every write statement is a key lookup joined against unnest() of the
+// batch's arrays. Left to itself, PostgreSQL may switch such a prepared
+// statement to a generic plan made while the tables were small (a scan) and
+// keep it as they grow: throughput then decays within minutes. Writers
+// always plan with the batch's actual arrays instead.
+constexpr const char* writer_session_sql = "SET plan_cache_mode = force_custom_plan";
+
+pg::pool_options pool_options(const std::string& conninfo, std::size_t size, std::string session_sql) {
   pg::pool_options o;
   o.conninfo = conninfo;
   o.max_size = size;
-  if (generic_plans) o.session_sql = "SET plan_cache_mode = force_generic_plan";
+  o.session_sql = std::move(session_sql);
   return o;
 }
 
@@ -101,8 +102,9 @@ struct app {
       : io_(io),
         s_(std::move(s)),
         lead_(io.get_executor(), s_.conninfo, s_.holder),
-        writers_(io.get_executor(), pool_options(s_.conninfo, s_.commit.workers + 1, s_.generic_plans)),
-        readers_(io.get_executor(), pool_options(s_.conninfo, s_.read_pool, s_.generic_plans)),
+        writers_(io.get_executor(),
+                 pool_options(s_.conninfo, s_.commit.workers + 1, s_.custom_plans ? writer_session_sql : "")),
+        readers_(io.get_executor(), pool_options(s_.conninfo, s_.read_pool, "")),
         commits_(io.get_executor(), writers_, s_.commit, metrics_, [] { std::_Exit(exit_lost_writer); }),
         reads_(readers_, writers_, s_.commit.statement_timeout),
         leader_gauge_(metrics_.add_gauge("tally_shard_is_writer", "1 while this instance is the shard's writer")),
