@@ -1,9 +1,9 @@
 #include "account_shard/ledger/command.hpp"
 
-#include <openssl/evp.h>
-
 #include <array>
 #include <nlohmann/json.hpp>
+
+#include "common/digest/sha256.hpp"
 
 namespace tally::shard {
 
@@ -62,17 +62,7 @@ std::string request_hash(const command& c) {
   append_field(canonical, c.target_type);
   append_field(canonical, c.target_id);
   append_field(canonical, c.memo);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(canonical.data(), canonical.size(), digest, &len, EVP_sha256(), nullptr);
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
+  return digest::sha256_hex(canonical);
 }
 
 namespace {

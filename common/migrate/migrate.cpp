@@ -1,7 +1,6 @@
 #include "common/migrate/migrate.hpp"
 
 #include <libpq-fe.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <fstream>
@@ -10,21 +9,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/digest/sha256.hpp"
+
 namespace tally::migrate {
 namespace {
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
-}
 
 using conn_ptr = std::unique_ptr<PGconn, decltype(&PQfinish)>;
 using result_ptr = std::unique_ptr<PGresult, decltype(&PQclear)>;
@@ -61,7 +49,7 @@ std::vector<migration> load(const std::filesystem::path& dir) {
     std::stringstream text;
     text << in.rdbuf();
     migration mig{std::stoi(m[1].str()), m[2].str(), text.str(), ""};
-    mig.checksum = sha256_hex(mig.sql);
+    mig.checksum = digest::sha256_hex(mig.sql);
     out.push_back(std::move(mig));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.version < b.version; });

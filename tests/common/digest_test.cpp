@@ -1,0 +1,15 @@
+#include <gtest/gtest.h>
+
+#include "common/digest/sha256.hpp"
+
+namespace tally::digest {
+namespace {
+
+// FIPS 180-2 test vectors.
+TEST(Sha256, MatchesPublishedVectors) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+}  // namespace
+}  // namespace tally::digest
