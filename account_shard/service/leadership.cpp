@@ -5,6 +5,7 @@
 
 #include "account_shard/store/fence.hpp"
 #include "common/log/log.hpp"
+#include "common/pg/transaction.hpp"
 
 namespace tally::shard {
 
@@ -15,9 +16,6 @@ constexpr std::string_view sql_try_lock = "SELECT pg_try_advisory_lock(546172617
 constexpr std::string_view sql_take_over =
     "UPDATE shard_writer SET epoch = epoch + 1, holder = $1, since = now() RETURNING epoch";
 constexpr std::string_view sql_ping = "SELECT 1";
-constexpr std::string_view sql_begin = "BEGIN";
-constexpr std::string_view sql_commit = "COMMIT";
-constexpr std::string_view sql_rollback = "ROLLBACK";
 constexpr auto timeout = std::chrono::seconds(5);
 }  // namespace
 
@@ -37,10 +35,10 @@ asio::awaitable<std::int64_t> leadership::async_acquire(std::chrono::millisecond
       auto err = co_await lock_conn_.async_exec(sql_try_lock, r, timeout);
       if (!err && r.boolean(0, 0)) {
         // The exclusive fence waits for the old writer's transactions in flight.
-        std::vector<pg::statement> take_over{{sql_begin, {}},
+        std::vector<pg::statement> take_over{{pg::sql_begin, {}},
                                              {sql_fence_exclusive, {}},
                                              {sql_take_over, {holder_}},
-                                             {sql_commit, {}}};
+                                             {pg::sql_commit, {}}};
         std::vector<pg::result> rs;
         err = co_await lock_conn_.async_pipeline(take_over, rs, timeout);
         if (!err) {
@@ -48,8 +46,7 @@ asio::awaitable<std::int64_t> leadership::async_acquire(std::chrono::millisecond
           log::info("writer lock acquired", {{"epoch", epoch}, {"holder", holder_}});
           co_return epoch;
         }
-        pg::result ignored;
-        if (lock_conn_.is_open()) (void)co_await lock_conn_.async_exec(sql_rollback, ignored, timeout);
+        co_await pg::async_rollback(lock_conn_, timeout);
       }
       if (err) log::warn("writer lock: query failed", {{"error", err.message}});
       if (!err && !announced) {

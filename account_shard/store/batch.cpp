@@ -5,18 +5,18 @@
 
 #include "account_shard/store/fence.hpp"
 #include "common/failpoint/failpoint.hpp"
+#include "common/pg/transaction.hpp"
 
 namespace tally::shard {
 
 namespace asio = boost::asio;
 using pg::array_literal;
+using pg::sql_begin;
+using pg::sql_commit;
 using pg::param;
 
 namespace {
 
-constexpr std::string_view sql_begin = "BEGIN";
-constexpr std::string_view sql_commit = "COMMIT";
-constexpr std::string_view sql_rollback = "ROLLBACK";
 constexpr std::string_view sql_lock_accounts =
     "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version "
     "FROM account a JOIN unnest($1::text[], $2::text[]) AS k(tenant, account_id) USING (tenant, account_id) "
@@ -252,13 +252,6 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
   return out;
 }
 
-asio::awaitable<void> rollback(pg::connection& conn, std::chrono::milliseconds timeout) {
-  if (!conn.is_open()) co_return;
-  pg::result ignored;
-  auto err = co_await conn.async_exec(sql_rollback, ignored, timeout);
-  if (err) conn.close();
-}
-
 }  // namespace
 
 asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_t writer_epoch,
@@ -268,11 +261,11 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_
   auto reads = read_statements(commands);
   out.error = co_await conn.async_pipeline(reads, results, timeout);
   if (out.error) {
-    co_await rollback(conn, timeout);
+    co_await pg::async_rollback(conn, timeout);
     co_return out;
   }
   if (results[2].rows() != 1 || results[2].int64(0, 0) != writer_epoch) {
-    co_await rollback(conn, timeout);
+    co_await pg::async_rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
     co_return out;
   }
@@ -282,7 +275,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_
   for (const auto& c : commands) out.replies.push_back(st.decide(c));
 
   if (failpoint::hit("between_statements")) {
-    co_await rollback(conn, timeout);
+    co_await pg::async_rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::query_failed), "", "failpoint between_statements"};
     co_return out;
   }
@@ -295,20 +288,20 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_
       // A failed write aborts the pipeline before COMMIT runs; a lost
       // connection leaves the COMMIT's fate unknown.
       out.outcome_unknown = pg::is_outcome_unknown(out.error.code);
-      if (!out.outcome_unknown) co_await rollback(conn, timeout);
+      if (!out.outcome_unknown) co_await pg::async_rollback(conn, timeout);
     }
     co_return out;
   }
   if (!writes.empty()) {
     out.error = co_await conn.async_pipeline(writes, results, timeout);
     if (out.error) {
-      co_await rollback(conn, timeout);
+      co_await pg::async_rollback(conn, timeout);
       co_return out;
     }
   }
   bool injected = failpoint::hit("after_outbox_insert") | failpoint::hit("before_commit");
   if (injected) {
-    co_await rollback(conn, timeout);
+    co_await pg::async_rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::query_failed), "", "failpoint before_commit"};
     co_return out;
   }
@@ -316,7 +309,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_
   out.error = co_await conn.async_exec(sql_commit, ignored, timeout);
   if (out.error) {
     out.outcome_unknown = pg::is_outcome_unknown(out.error.code);
-    if (!out.outcome_unknown) co_await rollback(conn, timeout);
+    if (!out.outcome_unknown) co_await pg::async_rollback(conn, timeout);
     co_return out;
   }
   failpoint::hit("after_commit_before_reply");

@@ -5,6 +5,7 @@
 
 #include "account_shard/ledger/reconcile.hpp"
 #include "account_shard/store/fence.hpp"
+#include "common/pg/transaction.hpp"
 
 namespace tally::shard {
 
@@ -33,7 +34,6 @@ constexpr std::string_view sql_operation =
     "SELECT state, amount, reason, balance_after, held_after, version_after, ledger_seq, refunded, request_hash "
     "FROM operation WHERE tenant = $1 AND account_id = $2 AND biz_type = $3 AND biz_id = $4";
 constexpr std::string_view sql_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-constexpr std::string_view sql_rollback = "ROLLBACK";
 constexpr std::string_view sql_max_seq = "SELECT coalesce(max(seq), 0) FROM ledger_entry";
 constexpr std::string_view sql_reconcile_totals =
     "SELECT a.tenant, a.account_id, a.balance, a.held, "
@@ -50,8 +50,6 @@ constexpr std::string_view sql_reconcile_totals =
 constexpr std::string_view sql_account_entries_upto =
     "SELECT seq, biz_type, biz_id, delta, reverses FROM ledger_entry "
     "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
-constexpr std::string_view sql_begin = "BEGIN";
-constexpr std::string_view sql_commit = "COMMIT";
 constexpr std::string_view sql_set_status =
     "WITH u AS (UPDATE account SET status = $3, version = version + 1, updated_at = now() "
     "  WHERE tenant = $1 AND account_id = $2 AND status <> $3 AND status <> 'closed' "
@@ -200,8 +198,7 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
       differing.push_back(reconcile_account(std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
                                             snapshot, after, held, open_holds, views));
     }
-    pg::result ignored;
-    (void)co_await conn->async_exec(sql_rollback, ignored, timeout_);
+    co_await pg::async_rollback(*conn, timeout_);
   }
   nlohmann::json report = nlohmann::json::array();
   nlohmann::json frozen = nlohmann::json::array();
@@ -229,21 +226,21 @@ asio::awaitable<query_result> queries::async_set_status(std::string tenant, std:
   query_result out;
   pg::lease conn;
   if ((out.error = co_await writers_.async_acquire(conn))) co_return out;
-  std::vector<pg::statement> st{{sql_begin, {}},
+  std::vector<pg::statement> st{{pg::sql_begin, {}},
                                 {sql_fence_shared, {}},
                                 {sql_read_epoch, {}},
                                 {sql_set_status, {tenant, account_id, status}},
                                 {sql_account, {tenant, account_id}}};
   std::vector<pg::result> rs;
   out.error = co_await conn->async_pipeline(st, rs, timeout_);
-  pg::result ignored;
   if (!out.error && rs[2].int64(0, 0) != writer_epoch)
     out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
   if (out.error) {
-    if (conn->is_open()) (void)co_await conn->async_exec(sql_rollback, ignored, timeout_);
+    co_await pg::async_rollback(*conn, timeout_);
     co_return out;
   }
-  if ((out.error = co_await conn->async_exec(sql_commit, ignored, timeout_))) co_return out;
+  pg::result ignored;
+  if ((out.error = co_await conn->async_exec(pg::sql_commit, ignored, timeout_))) co_return out;
   out.found = rs[4].rows() == 1;
   if (out.found) out.body = account_json(rs[4], 0, 0);
   co_return out;

@@ -108,6 +108,13 @@ void seed(std::uint16_t port) {
   ASSERT_EQ(c.call("POST", "/v1/batch", batch.dump()).status, 200);
 }
 
+// Starts the writer, waits until it serves, and opens the funded accounts.
+void start_seeded(shard_process& writer) {
+  writer.start();
+  ASSERT_TRUE(writer.wait_ready()) << writer.log_path();
+  seed(writer.port());
+}
+
 class FailpointCrash : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FailpointCrash, KilledUnderLoadThenRestartedKeepsEveryPromise) {
@@ -115,9 +122,7 @@ TEST_P(FailpointCrash, KilledUnderLoadThenRestartedKeepsEveryPromise) {
   auto port = free_port();
   {
     shard_process warm(db, port);
-    warm.start();
-    ASSERT_TRUE(warm.wait_ready());
-    seed(port);
+    ASSERT_NO_FATAL_FAILURE(start_seeded(warm));
     warm.terminate();
     ASSERT_EQ(warm.wait_exit(), 0);
   }
@@ -147,9 +152,7 @@ TEST(StandbyTakeover, StandbyServesWithinTwoSecondsOfTheWriterBeingKilledUnderLo
   auto db = create_database("shard_sb");
   auto port = free_port();
   shard_process writer(db, port);
-  writer.start();
-  ASSERT_TRUE(writer.wait_ready());
-  seed(port);
+  ASSERT_NO_FATAL_FAILURE(start_seeded(writer));
   shard_process standby(db, port);
   standby.start();
   ASSERT_TRUE(eventually([&] { return query_int(db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_try_advisory_lock%'") >= 1; }, 10s));
@@ -174,9 +177,7 @@ TEST(Fencing, APausedWriterThatLostItsLockNeverWritesBesideTheNewOne) {
   auto db = create_database("shard_fence");
   auto port = free_port();
   shard_process old_writer(db, port);
-  old_writer.start();
-  ASSERT_TRUE(old_writer.wait_ready());
-  seed(port);
+  ASSERT_NO_FATAL_FAILURE(start_seeded(old_writer));
   http_client to_old(port);
   ASSERT_EQ(to_old.call("GET", "/readyz", "", "").status, 200);  // connection to the old writer kept open
   ::kill(old_writer.pid(), SIGSTOP);
