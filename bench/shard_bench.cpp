@@ -5,10 +5,13 @@
 // the throughput every second on stderr and one JSON summary line on stdout.
 //   shard_bench [--host=127.0.0.1] [--port=7101] [--token=T] [--tenant=bench]
 //               [--accounts=10000] [--connections=64] [--threads=1]
-//               [--duration=20] [--rate=R]
+//               [--duration=20] [--rate=R] [--per-request=1]
 // --token defaults to $TALLY_SHARD_INTERNAL_TOKEN. --rate=0 (the default)
 // is closed loop. --threads runs the connections on that many io_contexts,
-// for when one client thread cannot keep the shard busy.
+// for when one client thread cannot keep the shard busy. --per-request=N>1
+// sends N debits per /v1/batch request, as the orchestrator does when it
+// coalesces the calls of many sagas to one shard; each debit's latency is
+// its request's, and the open-loop rate counts debits.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -67,6 +70,7 @@ struct options {
   std::size_t threads = 1;
   double duration_s = 20;
   double rate = 0;
+  std::size_t per_request = 1;
 };
 
 options parse_options(int argc, char** argv) {
@@ -88,11 +92,15 @@ options parse_options(int argc, char** argv) {
     else if (name == "threads") o.threads = std::stoul(value);
     else if (name == "duration") o.duration_s = std::stod(value);
     else if (name == "rate") o.rate = std::stod(value);
+    else if (name == "per-request") o.per_request = std::stoul(value);
     else throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_SHARD_INTERNAL_TOKEN is required");
-  if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.rate < 0)
-    throw std::invalid_argument("accounts, connections, threads and duration must be positive");
+  if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.rate < 0 ||
+      o.per_request == 0)
+    throw std::invalid_argument("accounts, connections, threads, duration and per-request must be positive");
+  if (o.per_request > batch_max_commands)
+    throw std::invalid_argument("per-request is at most " + std::to_string(batch_max_commands));
   return o;
 }
 
@@ -217,6 +225,12 @@ asio::awaitable<void> set_up_accounts(const options& opt) {
 
 // ---- the measured run ----
 
+std::size_t occurrences(std::string_view text, std::string_view needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
 struct connection_result {
   std::vector<std::uint32_t> latencies_us;  // every decided debit (succeeded or rejected)
   std::uint64_t succeeded = 0;
@@ -243,19 +257,21 @@ asio::awaitable<void> run_connection(const options& opt, std::size_t index, std:
   std::uniform_int_distribution<std::size_t> pick_account(0, opt.accounts - 1);
   const bool open_loop = opt.rate > 0;
   // Open loop: connection k owns slots k, k+N, k+2N, ... of one global
-  // schedule at `rate` debits/s, so the connections together offer `rate`.
-  const auto interval = open_loop ? std::chrono::duration_cast<clock_type::duration>(
-                                        std::chrono::duration<double>(static_cast<double>(opt.connections) / opt.rate))
+  // schedule of requests, so the connections together offer `rate` debits/s.
+  const double request_rate = opt.rate / static_cast<double>(opt.per_request);
+  const auto interval = open_loop ? std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
+                                        static_cast<double>(opt.connections) / request_rate))
                                   : clock_type::duration::zero();
   auto due = open_loop ? start + std::chrono::duration_cast<clock_type::duration>(
-                                     std::chrono::duration<double>(static_cast<double>(index) / opt.rate))
+                                     std::chrono::duration<double>(static_cast<double>(index) / request_rate))
                        : start;
   const std::string prefix = R"({"type":"debit","tenant":")" + opt.tenant + R"(","account_id":")";
   const std::string id_prefix = "d-" + run_tag + "-" + std::to_string(index) + "-";
-  const std::string target = "/v1/commands";
+  const bool batched = opt.per_request > 1;
+  const std::string target = batched ? "/v1/batch" : "/v1/commands";
   out.latencies_us.reserve(static_cast<std::size_t>(opt.duration_s * 1000));
 
-  for (std::uint64_t seq = 0;; ++seq) {
+  for (std::uint64_t seq = 0;;) {
     auto sent = clock_type::now();
     if (open_loop) {
       if (due >= end) break;
@@ -270,36 +286,40 @@ asio::awaitable<void> run_connection(const options& opt, std::size_t index, std:
     } else if (sent >= end) {
       break;
     }
-    std::string body = prefix + account_id(pick_account(rng)) + R"(","biz_id":")" + id_prefix +
-                       std::to_string(seq) + R"(","amount":1})";
+    std::string body = batched ? R"({"commands":[)" : "";
+    for (std::size_t i = 0; i < opt.per_request; ++i, ++seq) {
+      if (i > 0) body += ',';
+      body += prefix + account_id(pick_account(rng)) + R"(","biz_id":")" + id_prefix + std::to_string(seq) +
+              R"(","amount":1})";
+    }
+    if (batched) body += "]}";
     std::string t = target;
     auto r = co_await client.async_json(bhttp::verb::post, std::move(t), std::move(body), debit_timeout, opt.token);
     auto latency = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - sent).count();
 
     std::string error_kind;
+    std::size_t succeeded = 0, rejected = 0;
     if (r.error) {
       error_kind = r.error == asio::error::timed_out ? "timeout" : "transport";
     } else if (r.message.result_int() != 200) {
       error_kind = "http_" + std::to_string(r.message.result_int());
     } else {
-      // The shard writes compact JSON; a substring test keeps the client's
-      // CPU for sending rather than parsing.
-      const auto& b = r.message.body();
-      if (b.find(R"("status":"succeeded")") != std::string::npos) {
-        ++out.succeeded;
-        live.succeeded.fetch_add(1, std::memory_order_relaxed);
-      } else if (b.find(R"("status":"rejected")") != std::string::npos) {
-        ++out.rejected;
-        live.rejected.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        error_kind = "reply_not_decided";
-      }
+      // The shard writes compact JSON; counting substrings keeps the
+      // client's CPU for sending rather than parsing.
+      succeeded = occurrences(r.message.body(), R"("status":"succeeded")");
+      rejected = occurrences(r.message.body(), R"("status":"rejected")");
+      if (succeeded + rejected != opt.per_request) error_kind = "reply_not_decided";
     }
     if (error_kind.empty()) {
-      out.latencies_us.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(latency, UINT32_MAX)));
+      out.succeeded += succeeded;
+      out.rejected += rejected;
+      live.succeeded.fetch_add(succeeded, std::memory_order_relaxed);
+      live.rejected.fetch_add(rejected, std::memory_order_relaxed);
+      out.latencies_us.insert(out.latencies_us.end(), opt.per_request,
+                              static_cast<std::uint32_t>(std::min<std::int64_t>(latency, UINT32_MAX)));
     } else {
-      ++out.errors[error_kind];
-      live.errors.fetch_add(1, std::memory_order_relaxed);
+      out.errors[error_kind] += opt.per_request;
+      live.errors.fetch_add(opt.per_request, std::memory_order_relaxed);
     }
   }
   out.finished = clock_type::now();
@@ -407,6 +427,7 @@ int run(const options& opt) {
       {"accounts", opt.accounts},
       {"connections", opt.connections},
       {"threads", opt.threads},
+      {"per_request", opt.per_request},
       {"offered_rate", opt.rate},
       {"duration_s", elapsed_s},
       {"setup_s", setup_s},

@@ -1,5 +1,7 @@
 #include "account_shard/service/commit_queue.hpp"
 
+#include <algorithm>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -55,7 +57,8 @@ asio::awaitable<std::vector<submit_result>> commit_queue::async_submit_many(std:
   items.reserve(commands.size());
   for (auto& c : commands) items.push_back(pending{std::move(c), {}, &done, false});
   for (auto& p : items) queue_.push_back(&p);
-  wake_one_worker();
+  // Commands that all wait for a running batch are taken when it ends.
+  if (any_eligible(items)) wake_one_worker();
   for (auto& p : items) {
     while (!p.finished) {
       boost::system::error_code ec;
@@ -80,11 +83,41 @@ void commit_queue::finish(pending* p, submit_result r) {
   p->done->cancel();
 }
 
+bool commit_queue::any_eligible(const std::vector<pending>& items) const {
+  return std::any_of(items.begin(), items.end(), [this](const pending& p) {
+    return !in_flight_accounts_.contains(batch_state::account_key(p.cmd.tenant, p.cmd.account_id));
+  });
+}
+
+batch_pick commit_queue::take_batch(std::vector<pending*>& batch) {
+  std::vector<std::string> keys;
+  keys.reserve(queue_.size());
+  for (const auto* p : queue_) keys.push_back(batch_state::account_key(p->cmd.tenant, p->cmd.account_id));
+  auto pick = pick_batch(keys, in_flight_accounts_, options_.max_batch);
+  batch.clear();
+  std::deque<pending*> left;
+  std::size_t next = 0;  // into pick.taken
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    if (next < pick.taken.size() && pick.taken[next] == i) {
+      batch.push_back(queue_[i]);
+      ++next;
+    } else {
+      left.push_back(queue_[i]);
+    }
+  }
+  queue_ = std::move(left);
+  in_flight_accounts_.insert(pick.claimed.begin(), pick.claimed.end());
+  return pick;
+}
+
 asio::awaitable<void> commit_queue::run_worker() {
   std::vector<pending*> batch;
   for (;;) {
-    while (queue_.empty()) {
-      if (draining_) {
+    auto pick = take_batch(batch);
+    if (batch.empty()) {
+      if (draining_ && queue_.empty()) {
+        // The others may be idle behind accounts this worker held.
+        while (!idle_workers_.empty()) wake_one_worker();
         if (--running_workers_ == 0) drained_.cancel();
         co_return;
       }
@@ -93,15 +126,12 @@ asio::awaitable<void> commit_queue::run_worker() {
       boost::system::error_code ec;
       co_await idle.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       std::erase(idle_workers_, &idle);  // a no-op when a waker already took it off
+      continue;
     }
-    batch.clear();
-    while (!queue_.empty() && batch.size() < options_.max_batch) {
-      batch.push_back(queue_.front());
-      queue_.pop_front();
-    }
-    // More than one batch queued: another idle worker can start on it now.
-    if (!queue_.empty()) wake_one_worker();
+    // More than one batch's worth is ready: another idle worker takes it now.
+    if (pick.eligible_left) wake_one_worker();
     co_await run_batch(batch);
+    for (const auto& key : pick.claimed) in_flight_accounts_.erase(key);
   }
 }
 

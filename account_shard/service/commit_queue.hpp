@@ -4,17 +4,28 @@
 // transaction, so under load many commands share one commit. With
 // per-command mode (max_batch 1, many workers) every command is its own
 // transaction: the classic design, kept for comparison.
+//
+// Batches in flight at the same time never share an account: a command
+// whose account belongs to a running batch stays queued (in order, ahead
+// of later commands on that account) until that batch has committed. So
+// concurrent transactions never wait on each other's row locks, and the
+// workers keep both PostgreSQL and this process busy instead of queueing
+// behind one another.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "account_shard/ledger/decide.hpp"
+#include "account_shard/service/batch_pick.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/pg/pool.hpp"
 
@@ -59,6 +70,10 @@ class commit_queue {
     bool finished = false;
   };
   boost::asio::awaitable<void> run_worker();
+  // Moves the commands pick_batch chooses from the queue into `batch` and
+  // marks their accounts in flight; returns what it picked.
+  batch_pick take_batch(std::vector<pending*>& batch);
+  bool any_eligible(const std::vector<pending>& items) const;
   boost::asio::awaitable<void> run_batch(std::vector<pending*>& batch);
   void finish(pending* p, submit_result r);
   void wake_one_worker();
@@ -69,6 +84,7 @@ class commit_queue {
   std::function<void()> on_fenced_;
   std::int64_t epoch_ = 0;
   std::deque<pending*> queue_;
+  std::unordered_set<std::string> in_flight_accounts_;  // batch_state::account_key
   std::deque<boost::asio::steady_timer*> idle_workers_;  // each waits on its own timer
   bool draining_ = false;
   std::size_t running_workers_ = 0;

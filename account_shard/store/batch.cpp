@@ -85,7 +85,8 @@ param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
 param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
 
 void load_state(batch_state& st, const std::vector<pg::result>& r) {
-  // r: [0]=BEGIN [1]=fence [2]=epoch [3]=accounts [4]=operations [5]=holds [6]=seqs
+  // r: [0]=BEGIN [1]=fence [2]=epoch [3]=accounts [4]=operations [5]=seqs
+  // [6]=holds (only when the batch has hold commands)
   const auto& acc = r[3];
   for (int i = 0; i < acc.rows(); ++i) {
     account_row a{std::string(acc.text(i, 0)), std::string(acc.text(i, 1)), acc.int64(i, 2), acc.int64(i, 3),
@@ -109,16 +110,17 @@ void load_state(batch_state& st, const std::vector<pg::result>& r) {
     auto flat = o.key.flat();
     st.operations.emplace(std::move(flat), std::move(o));
   }
-  const auto& holds = r[5];
+  const auto& seqs = r[5];
+  for (int i = 0; i < seqs.rows(); ++i) st.free_seqs.push_back(seqs.int64(i, 0));
+  std::sort(st.free_seqs.begin(), st.free_seqs.end());
+  if (r.size() < 7) return;
+  const auto& holds = r[6];
   for (int i = 0; i < holds.rows(); ++i) {
     hold_row h{std::string(holds.text(i, 0)), std::string(holds.text(i, 1)), std::string(holds.text(i, 2)),
                holds.int64(i, 3), holds.int64(i, 4), hold_state_from(holds.text(i, 5)).value_or(hold_state::held),
                false, false};
     st.holds.emplace(batch_state::hold_key(h.tenant, h.account_id, h.hold_id), std::move(h));
   }
-  const auto& seqs = r[6];
-  for (int i = 0; i < seqs.rows(); ++i) st.free_seqs.push_back(seqs.int64(i, 0));
-  std::sort(st.free_seqs.begin(), st.free_seqs.end());
 }
 
 // The statements that lock and read everything the batch may touch.
@@ -148,8 +150,10 @@ std::vector<pg::statement> read_statements(std::span<const command> commands) {
   st.push_back({sql_lock_accounts, params_of({array_literal(a_t), array_literal(a_a)})});
   st.push_back({sql_lock_operations,
                 params_of({array_literal(o_t), array_literal(o_a), array_literal(o_bt), array_literal(o_bi)})});
-  st.push_back({sql_lock_holds, params_of({array_literal(h_t), array_literal(h_a), array_literal(h_h)})});
   st.push_back({sql_reserve_seqs, {std::to_string(commands.size())}});
+  // Planning even an empty lookup costs more than running it.
+  if (!holds.empty())
+    st.push_back({sql_lock_holds, params_of({array_literal(h_t), array_literal(h_a), array_literal(h_h)})});
   return st;
 }
 

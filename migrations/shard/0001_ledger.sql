@@ -13,8 +13,8 @@ CREATE TABLE shard_writer (
 INSERT INTO shard_writer (epoch, holder) VALUES (0, 'none');
 
 CREATE TABLE account (
-  tenant text NOT NULL,
-  account_id text NOT NULL,
+  tenant text COLLATE "C" NOT NULL,
+  account_id text COLLATE "C" NOT NULL,
   balance bigint NOT NULL CHECK (balance >= 0),
   held bigint NOT NULL CHECK (held >= 0),
   status text NOT NULL CHECK (status IN ('active', 'frozen', 'closed')),
@@ -28,10 +28,10 @@ CREATE TABLE account (
 -- The idempotency record: one row per business key, holding its first
 -- terminal outcome (or a cancel_key tombstone).
 CREATE TABLE operation (
-  tenant text NOT NULL,
-  account_id text NOT NULL,
-  biz_type text NOT NULL,
-  biz_id text NOT NULL,
+  tenant text COLLATE "C" NOT NULL,
+  account_id text COLLATE "C" NOT NULL,
+  biz_type text COLLATE "C" NOT NULL,
+  biz_id text COLLATE "C" NOT NULL,
   request_hash text NOT NULL,
   state text NOT NULL CHECK (state IN ('succeeded', 'rejected', 'cancelled')),
   amount bigint NOT NULL CHECK (amount >= 0),
@@ -49,10 +49,10 @@ CREATE SEQUENCE ledger_seq;
 
 CREATE TABLE ledger_entry (
   seq bigint PRIMARY KEY,
-  tenant text NOT NULL,
-  account_id text NOT NULL,
-  biz_type text NOT NULL,
-  biz_id text NOT NULL,
+  tenant text COLLATE "C" NOT NULL,
+  account_id text COLLATE "C" NOT NULL,
+  biz_type text COLLATE "C" NOT NULL,
+  biz_id text COLLATE "C" NOT NULL,
   delta bigint NOT NULL,
   balance_after bigint NOT NULL CHECK (balance_after >= 0),
   reverses bigint REFERENCES ledger_entry (seq),
@@ -71,9 +71,9 @@ CREATE TRIGGER ledger_entry_append_only BEFORE UPDATE OR DELETE ON ledger_entry
   FOR EACH ROW EXECUTE FUNCTION ledger_entry_append_only();
 
 CREATE TABLE hold (
-  tenant text NOT NULL,
-  account_id text NOT NULL,
-  hold_id text NOT NULL,
+  tenant text COLLATE "C" NOT NULL,
+  account_id text COLLATE "C" NOT NULL,
+  hold_id text COLLATE "C" NOT NULL,
   amount bigint NOT NULL CHECK (amount >= 0),
   captured bigint NOT NULL DEFAULT 0 CHECK (captured >= 0 AND captured <= amount),
   state text NOT NULL CHECK (state IN ('held', 'captured', 'released')),
@@ -86,10 +86,11 @@ CREATE INDEX hold_open ON hold (created_at) WHERE state = 'held';
 -- Transactional outbox. tx_id lets the relay read in commit-safe order.
 CREATE TABLE outbox_event (
   id bigserial PRIMARY KEY,
-  event_id uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE,
+  -- Random, so unique without an index (consumers dedupe by it).
+  event_id uuid NOT NULL DEFAULT gen_random_uuid(),
   tx_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
-  tenant text NOT NULL,
-  account_id text NOT NULL,
+  tenant text COLLATE "C" NOT NULL,
+  account_id text COLLATE "C" NOT NULL,
   aggregate_version bigint NOT NULL,
   event_type text NOT NULL,
   payload jsonb NOT NULL,

@@ -1,0 +1,27 @@
+#include "account_shard/service/batch_pick.hpp"
+
+namespace tally::shard {
+
+batch_pick pick_batch(const std::vector<std::string>& account_keys, const std::unordered_set<std::string>& in_flight,
+                      std::size_t max_batch) {
+  batch_pick out;
+  std::unordered_set<std::string> mine;
+  for (std::size_t i = 0; i < account_keys.size(); ++i) {
+    const auto& key = account_keys[i];
+    bool ours = mine.contains(key);
+    if (!ours && in_flight.contains(key)) continue;
+    if (out.taken.size() == max_batch) {
+      if (ours) continue;  // waits for this batch, not for another worker
+      out.eligible_left = true;
+      break;
+    }
+    if (!ours) {
+      mine.insert(key);
+      out.claimed.push_back(key);
+    }
+    out.taken.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace tally::shard
