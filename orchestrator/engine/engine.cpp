@@ -1,0 +1,508 @@
+#include "orchestrator/engine/engine.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tally::orch {
+
+namespace {
+
+// A retry answer that, before the pivot, is the business outcome rather
+// than a reason to wait: the shard refuses writes to a frozen account until
+// an operator steps in, and a saga does not wait for that.
+constexpr std::string_view frozen_code = "account_frozen";
+constexpr std::string_view conflict_code = "idempotency_conflict";
+
+template <typename E, std::size_t N>
+std::optional<E> from_names(std::string_view s, const E (&all)[N]) {
+  for (auto e : all)
+    if (to_string(e) == s) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view to_string(saga_state s) {
+  switch (s) {
+    case saga_state::pending: return "pending";
+    case saga_state::running: return "running";
+    case saga_state::awaiting_confirmation: return "awaiting_confirmation";
+    case saga_state::compensating: return "compensating";
+    case saga_state::completed: return "completed";
+    case saga_state::failed: return "failed";
+    case saga_state::compensated: return "compensated";
+    case saga_state::needs_attention: return "needs_attention";
+  }
+  return "unknown";
+}
+
+std::optional<saga_state> saga_state_from(std::string_view s) {
+  constexpr saga_state all[] = {saga_state::pending,     saga_state::running,      saga_state::awaiting_confirmation,
+                                saga_state::compensating, saga_state::completed,   saga_state::failed,
+                                saga_state::compensated,  saga_state::needs_attention};
+  return from_names(s, all);
+}
+
+bool is_terminal(saga_state s) {
+  return s == saga_state::completed || s == saga_state::failed || s == saga_state::compensated;
+}
+
+std::string_view to_string(call_status s) {
+  switch (s) {
+    case call_status::idle: return "idle";
+    case call_status::in_flight: return "in_flight";
+    case call_status::waiting: return "waiting";
+    case call_status::succeeded: return "succeeded";
+    case call_status::rejected: return "rejected";
+    case call_status::not_applied: return "not_applied";
+    case call_status::applied: return "applied";
+  }
+  return "unknown";
+}
+
+std::optional<call_status> call_status_from(std::string_view s) {
+  constexpr call_status all[] = {call_status::idle,     call_status::in_flight,   call_status::waiting,
+                                 call_status::succeeded, call_status::rejected,   call_status::not_applied,
+                                 call_status::applied};
+  return from_names(s, all);
+}
+
+std::string_view to_string(phase p) {
+  switch (p) {
+    case phase::forward: return "forward";
+    case phase::awaiting: return "awaiting";
+    case phase::compensating: return "compensating";
+    case phase::done: return "done";
+  }
+  return "unknown";
+}
+
+std::optional<phase> phase_from(std::string_view s) {
+  constexpr phase all[] = {phase::forward, phase::awaiting, phase::compensating, phase::done};
+  return from_names(s, all);
+}
+
+bool call_state::may_have_applied() const {
+  // A call answered only "not now" may still have a duplicate on its way:
+  // it is fenced off like one that might have applied.
+  return forward.status == call_status::in_flight || forward.status == call_status::waiting ||
+         forward.status == call_status::succeeded;
+}
+
+std::string step_key(const saga& s) {
+  // Shard ids allow [A-Za-z0-9._:-]: the saga id's underscore becomes a dot.
+  std::string k = s.id;
+  std::replace(k.begin(), k.end(), '_', '.');
+  return k;
+}
+
+std::chrono::milliseconds backoff(const retry_policy& p, int attempt, const random_source& random) {
+  auto cap = p.max_backoff.count();
+  auto base = p.initial_backoff.count();
+  long long d = base;
+  for (int i = 1; i < attempt && d < cap; ++i) d *= 2;
+  d = std::min(d, static_cast<long long>(cap));
+  auto half = d / 2;
+  auto jitter = static_cast<long long>(static_cast<double>(d - half) * std::clamp(random(), 0.0, 1.0));
+  return std::chrono::milliseconds(half + std::min(jitter, d - half));
+}
+
+// ---- the saga's accounts and calls ----
+
+std::size_t engine::items_of(const saga& s, const step_def& st) const {
+  return st.role == account_role::each_item ? s.input.items.size() : 1;
+}
+
+std::string engine::account_of(const saga& s, const step_def& st, std::size_t item) const {
+  switch (st.role) {
+    case account_role::account: return s.input.account;
+    case account_role::source: return s.input.source;
+    case account_role::destination: return s.input.destination;
+    case account_role::each_item: return s.input.items.at(item).account;
+  }
+  return {};
+}
+
+std::int64_t engine::amount_of(const saga& s, const step_def& st, std::size_t item) const {
+  return st.role == account_role::each_item ? s.input.items.at(item).amount : s.input.amount;
+}
+
+outgoing_call engine::make_call(const saga& s, const call_ref& ref) const {
+  const auto& st = workflow_.steps.at(ref.step);
+  outgoing_call c;
+  c.ref = ref;
+  c.account = account_of(s, st, ref.item);
+  const auto key = step_key(s);
+  if (ref.undo) {
+    if (st.undo == undo_kind::release) {
+      c.op = participant_op::release;
+      c.biz_id = key;
+    } else {
+      c.op = participant_op::cancel_key;
+      c.target_type = std::string(to_string(st.op));
+      c.target_id = key;
+    }
+    return c;
+  }
+  c.op = st.op;
+  c.biz_id = key;
+  switch (st.op) {
+    case participant_op::credit:
+    case participant_op::debit:
+      c.amount = amount_of(s, st, ref.item);
+      c.memo = s.input.memo;
+      break;
+    case participant_op::hold: c.amount = amount_of(s, st, ref.item); break;
+    case participant_op::refund:
+      c.amount = amount_of(s, st, ref.item);
+      c.original_type = s.input.original_type;
+      c.original_id = s.input.original_key;
+      break;
+    case participant_op::capture:  // the whole hold
+    case participant_op::release:
+    case participant_op::cancel_key: break;
+  }
+  return c;
+}
+
+void engine::send(saga& s, const call_ref& ref, instant now, decision& d) const {
+  auto& cs = s.calls.at(ref.step).at(ref.item);
+  auto& c = ref.undo ? cs.undo : cs.forward;
+  const auto& st = workflow_.steps.at(ref.step);
+  c.attempts += 1;
+  c.status = call_status::in_flight;
+  c.due = now + st.retry.call_timeout;
+  auto out = make_call(s, ref);
+  out.attempt = c.attempts;
+  d.send.push_back(std::move(out));
+}
+
+// ---- decisions ----
+
+bool engine::past_pivot(const saga& s) const {
+  const auto p = workflow_.pivot_index();
+  if (s.stage == phase::forward && s.cursor > p) return true;
+  if (s.stage == phase::done) return s.state == saga_state::completed;
+  if (s.calls.size() <= p) return false;
+  const auto& st = workflow_.steps[p];
+  for (const auto& c : s.calls[p]) {
+    if (c.forward.status == call_status::succeeded || c.undo.status == call_status::applied) return true;
+    // A pivot that cannot be undone is passed as soon as it may have applied.
+    if (st.undo == undo_kind::none && c.forward.attempts > 0) return true;
+  }
+  return false;
+}
+
+void engine::begin_compensation(saga& s, saga_error why, saga_state end) const {
+  s.error = std::move(why);
+  s.end_after_compensation = end;
+  s.stage = phase::compensating;
+  s.state = saga_state::compensating;
+  // The walk starts at the current step: its calls may be in flight.
+}
+
+void engine::finish(saga& s, saga_state end) const {
+  s.stage = phase::done;
+  s.state = end;
+  s.attention.clear();
+  if (end == saga_state::completed) s.error.reset();
+}
+
+void engine::run_forward(saga& s, instant now, decision& d, bool& again) const {
+  const auto& st = workflow_.steps.at(s.cursor);
+  auto& calls = s.calls.at(s.cursor);
+  const bool pivot_passed = past_pivot(s);
+  if (!pivot_passed) {
+    for (const auto& c : calls) {
+      const bool refused = c.forward.status == call_status::rejected || c.forward.status == call_status::not_applied;
+      const bool frozen = c.forward.status == call_status::waiting && c.forward.code == frozen_code;
+      if (refused || frozen) {
+        begin_compensation(s, {c.forward.code, "step " + st.name + " was refused: " + c.forward.code},
+                           saga_state::failed);
+        again = true;
+        return;
+      }
+    }
+  }
+  const bool all_succeeded = std::all_of(calls.begin(), calls.end(), [](const call_state& c) {
+    return c.forward.status == call_status::succeeded;
+  });
+  if (all_succeeded) {
+    if (st.await_confirmation && !s.confirmed) {
+      s.stage = phase::awaiting;
+      if (s.input.hold_timeout && !s.hold_deadline) s.hold_deadline = now + *s.input.hold_timeout;
+      return;
+    }
+    if (s.cursor + 1 == workflow_.steps.size()) {
+      finish(s, saga_state::completed);
+      return;
+    }
+    s.cursor += 1;
+    again = true;
+    return;
+  }
+  // The deadline bounds the way to the pivot; a confirmed held deduction
+  // has been decided by the app and only captures.
+  if (!pivot_passed && !confirmed_past_hold(s) && now >= s.deadline) {
+    begin_compensation(s, {"deadline_exceeded", "the saga did not reach its pivot before its deadline"},
+                       saga_state::failed);
+    again = true;
+    return;
+  }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    auto& c = calls[i].forward;
+    if (c.status == call_status::in_flight && now >= c.due) {
+      // No answer in time: the outcome is unknown; the same key goes again.
+      c.status = call_status::waiting;
+      c.code = "timeout";
+      c.due = now + backoff(st.retry, c.attempts, random_);
+    }
+    if (c.status == call_status::idle || (c.status == call_status::waiting && now >= c.due))
+      send(s, {s.cursor, i, false}, now, d);
+  }
+}
+
+bool engine::confirmed_past_hold(const saga& s) const {
+  if (!s.confirmed) return false;
+  for (std::size_t i = 0; i < s.cursor && i < workflow_.steps.size(); ++i)
+    if (workflow_.steps[i].await_confirmation) return true;
+  return false;
+}
+
+void engine::run_compensation(saga& s, instant now, decision& d, bool& again) const {
+  const auto& st = workflow_.steps.at(s.cursor);
+  auto& calls = s.calls.at(s.cursor);
+  bool settled = true;
+  if (st.undo != undo_kind::none) {
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (!calls[i].may_have_applied()) continue;
+      auto& u = calls[i].undo;
+      switch (u.status) {
+        case call_status::succeeded: continue;
+        case call_status::applied:
+          if (st.pivot) {
+            // cancel_key lost the race: the pivot took effect, so the saga
+            // is past it after all and finishes forward.
+            calls[i].forward.status = call_status::succeeded;
+            calls[i].forward.code.clear();
+            s.stage = phase::forward;
+            s.state = saga_state::running;
+            s.error.reset();
+            again = true;
+            return;
+          }
+          settled = false;  // needs an operator (update_attention says why)
+          continue;
+        case call_status::rejected:
+        case call_status::not_applied: settled = false; continue;
+        case call_status::in_flight:
+          settled = false;
+          if (now >= u.due) {
+            u.status = call_status::waiting;
+            u.code = "timeout";
+            u.due = now + backoff(st.retry, u.attempts, random_);
+          }
+          break;
+        case call_status::idle:
+        case call_status::waiting: settled = false; break;
+      }
+      if (u.status == call_status::idle || (u.status == call_status::waiting && now >= u.due))
+        send(s, {s.cursor, i, true}, now, d);
+    }
+  }
+  if (!settled) return;
+  if (s.cursor == 0) {
+    finish(s, s.end_after_compensation);
+    return;
+  }
+  s.cursor -= 1;
+  again = true;
+}
+
+void engine::update_attention(saga& s) const {
+  if (s.stage == phase::done) return;
+  s.attention.clear();
+  const auto& st = workflow_.steps.at(s.cursor);
+  const bool undoing = s.stage == phase::compensating;
+  const auto& calls = s.calls.at(s.cursor);
+  for (std::size_t i = 0; i < calls.size() && s.attention.empty(); ++i) {
+    const auto& c = undoing ? calls[i].undo : calls[i].forward;
+    const auto where = (undoing ? "undo of step " : "step ") + st.name + " on account " + account_of(s, st, i);
+    if (c.status == call_status::waiting && c.code == conflict_code)
+      s.attention = where + ": the shard reports an idempotency conflict";
+    else if (c.status == call_status::waiting && c.attempts >= st.retry.attempt_budget)
+      s.attention = where + ": no answer after " + std::to_string(c.attempts) + " attempts (last: " + c.code + ")";
+    else if (!undoing && c.status == call_status::rejected && past_pivot(s))
+      s.attention = where + " was refused after the pivot: " + c.code;
+    else if (undoing && (c.status == call_status::rejected || c.status == call_status::not_applied))
+      s.attention = where + " was refused: " + c.code;
+    else if (undoing && c.status == call_status::applied && !st.pivot)
+      s.attention = where + ": the effect applied and cannot be cancelled";
+  }
+  if (!s.attention.empty()) {
+    s.state = saga_state::needs_attention;
+    return;
+  }
+  switch (s.stage) {
+    case phase::forward: s.state = saga_state::running; break;
+    case phase::awaiting: s.state = saga_state::awaiting_confirmation; break;
+    case phase::compensating: s.state = saga_state::compensating; break;
+    case phase::done: break;
+  }
+}
+
+void engine::advance(saga& s, instant now, decision& d) const {
+  // Each pass moves the cursor or the stage; a saga has few steps.
+  for (int pass = 0; pass < 64; ++pass) {
+    bool again = false;
+    switch (s.stage) {
+      case phase::forward: run_forward(s, now, d, again); break;
+      case phase::awaiting:
+        if (s.confirmed) {
+          s.stage = phase::forward;
+          again = true;
+        } else if (s.hold_deadline && now >= *s.hold_deadline) {
+          begin_compensation(s, {"hold_expired", "the held deduction was not confirmed before its hold timeout"},
+                             saga_state::compensated);
+          again = true;
+        }
+        break;
+      case phase::compensating: run_compensation(s, now, d, again); break;
+      case phase::done: break;
+    }
+    if (!again) break;
+  }
+  update_attention(s);
+
+  // When to look again: the earliest timeout or backoff of the calls now
+  // awaited, the deadline while it still matters, the hold timeout.
+  s.wake.reset();
+  auto consider = [&](instant t) { s.wake = s.wake ? std::min(*s.wake, t) : t; };
+  if (s.stage == phase::done) return;
+  const bool undoing = s.stage == phase::compensating;
+  for (const auto& c : s.calls.at(s.cursor)) {
+    const auto& p = undoing ? c.undo : c.forward;
+    if (p.status == call_status::in_flight || p.status == call_status::waiting) consider(p.due);
+  }
+  if (s.stage == phase::forward && !past_pivot(s)) consider(s.deadline);
+  if (s.stage == phase::awaiting && s.hold_deadline) consider(*s.hold_deadline);
+}
+
+void engine::note_answer(call_progress& c, const step_def& st, bool undo, const answer& a, instant now) const {
+  // A call with a final status keeps it: later answers (replays of an
+  // earlier attempt, or a retry answer overtaken by the real one) change
+  // nothing.
+  if (c.status != call_status::in_flight && c.status != call_status::waiting) return;
+  auto wait = [&](std::string code, std::chrono::milliseconds delay) {
+    c.status = call_status::waiting;
+    c.code = std::move(code);
+    c.due = now + delay;
+  };
+  const auto delay = c.attempts >= st.retry.attempt_budget ? st.retry.max_backoff
+                                                           : backoff(st.retry, c.attempts, random_);
+  switch (a.kind) {
+    case answer_kind::succeeded:
+      c.status = call_status::succeeded;
+      c.code.clear();
+      break;
+    case answer_kind::rejected:
+      c.status = call_status::rejected;
+      c.code = a.code;
+      break;
+    case answer_kind::cancelled:
+      // Forward: our own barrier fenced the key off. Undo: the barrier holds.
+      c.status = undo ? call_status::succeeded : call_status::not_applied;
+      c.code = undo ? "" : "cancelled";
+      break;
+    case answer_kind::already_applied_succeeded:
+      c.status = undo ? call_status::applied : call_status::succeeded;
+      c.code.clear();
+      break;
+    case answer_kind::already_applied_other:
+      c.status = undo ? call_status::succeeded : call_status::rejected;
+      c.code = undo ? "" : a.code;
+      break;
+    case answer_kind::retry: wait(a.code, delay); break;
+    case answer_kind::conflict: wait(std::string(conflict_code), st.retry.max_backoff); break;
+    case answer_kind::transport: wait(a.code.empty() ? "unavailable" : a.code, delay); break;
+  }
+}
+
+decision engine::start(saga& s, instant now) const {
+  decision d;
+  s.workflow = workflow_.name;
+  s.calls.clear();
+  for (const auto& st : workflow_.steps) s.calls.emplace_back(items_of(s, st));
+  s.stage = phase::forward;
+  s.state = saga_state::running;
+  s.cursor = 0;
+  if (s.created == instant{}) s.created = now;
+  if (s.deadline == instant{}) s.deadline = s.created + workflow_.default_deadline;
+  advance(s, now, d);
+  return d;
+}
+
+decision engine::on_answer(saga& s, const call_ref& ref, const answer& a, instant now) const {
+  decision d;
+  if (s.stage == phase::done || ref.step >= s.calls.size() || ref.item >= s.calls[ref.step].size()) return d;
+  auto& cs = s.calls[ref.step][ref.item];
+  note_answer(ref.undo ? cs.undo : cs.forward, workflow_.steps[ref.step], ref.undo, a, now);
+  advance(s, now, d);
+  return d;
+}
+
+decision engine::on_wake(saga& s, instant now) const {
+  decision d;
+  if (s.stage != phase::done) advance(s, now, d);
+  return d;
+}
+
+namespace {
+bool awaits_confirmation(const workflow_def& w) {
+  return std::any_of(w.steps.begin(), w.steps.end(), [](const step_def& st) { return st.await_confirmation; });
+}
+}  // namespace
+
+engine::request_result engine::confirm(saga& s, instant now, decision& d) const {
+  if (!awaits_confirmation(workflow_)) return request_result::invalid_state;
+  if (s.stage == phase::done)
+    return s.state == saga_state::completed ? request_result::already : request_result::invalid_state;
+  if (s.stage == phase::compensating) return request_result::invalid_state;
+  if (s.confirmed) return request_result::already;
+  s.confirmed = true;
+  advance(s, now, d);
+  return request_result::done;
+}
+
+engine::request_result engine::cancel(saga& s, instant now, decision& d) const {
+  if (!awaits_confirmation(workflow_)) return request_result::invalid_state;
+  if (s.stage == phase::done)
+    return s.state == saga_state::compensated && s.error && s.error->code == "cancelled" ? request_result::already
+                                                                                          : request_result::invalid_state;
+  if (s.stage == phase::compensating) return request_result::already;  // the hold is being released anyway
+  if (s.confirmed || past_pivot(s)) return request_result::invalid_state;
+  begin_compensation(s, {"cancelled", "cancelled by the app"}, saga_state::compensated);
+  advance(s, now, d);
+  return request_result::done;
+}
+
+engine::request_result engine::abort(saga& s, instant now, decision& d) const {
+  if (s.stage == phase::done || past_pivot(s)) return request_result::invalid_state;
+  if (s.stage == phase::compensating) return request_result::already;
+  begin_compensation(s, {"aborted", "aborted by an operator"}, saga_state::compensated);
+  advance(s, now, d);
+  return request_result::done;
+}
+
+engine::request_result engine::retry_now(saga& s, instant now, decision& d) const {
+  if (s.stage == phase::done) return request_result::invalid_state;
+  for (auto& step : s.calls)
+    for (auto& c : step) {
+      if (c.forward.status == call_status::waiting) c.forward.due = now;
+      if (c.undo.status == call_status::waiting) c.undo.due = now;
+    }
+  advance(s, now, d);
+  return request_result::done;
+}
+
+}  // namespace tally::orch

@@ -1,0 +1,225 @@
+#pragma once
+// The saga engine's decisions, free of I/O. A saga is a workflow (data)
+// plus the progress of every participant call it has made. Each event — the
+// saga starts, a participant answers, time passes, the app confirms or
+// cancels, an operator aborts or retries — changes the saga and yields the
+// calls to send and when to look at the saga again. The clock reading and
+// the randomness (backoff jitter) come in as arguments, so a simulation can
+// drive the engine deterministically.
+//
+// The rules:
+// - Forward, a step's calls are sent (all items of a batch step at once)
+//   and resent with the same key after a timeout or a transport failure,
+//   with capped exponential backoff and jitter. Past a call's attempt budget
+//   the saga is needs_attention, and the call is still retried.
+// - Before the pivot, a business rejection, the deadline, the app's cancel,
+//   the hold timeout or an operator's abort compensates: every step that
+//   may have taken effect is undone in reverse order — a hold is released
+//   (a release that arrives first leaves a tombstone that refuses the late
+//   hold), an effect's key is cancelled (cancel_key wins, or reports that
+//   the effect applied). Undo calls are retried until they succeed.
+// - If cancel_key finds the pivot applied, the saga is past the pivot after
+//   all and goes forward. After the pivot there is only forward recovery.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orchestrator/workflow/definition.hpp"
+
+namespace tally::orch {
+
+using instant = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
+
+enum class saga_state {
+  pending,
+  running,
+  awaiting_confirmation,
+  compensating,
+  completed,
+  failed,
+  compensated,
+  needs_attention,
+};
+std::string_view to_string(saga_state s);
+std::optional<saga_state> saga_state_from(std::string_view s);
+bool is_terminal(saga_state s);
+
+struct saga_item {
+  std::string account;
+  std::int64_t amount = 0;
+};
+
+// What the saga was asked to do, with the accounts resolved per role.
+struct saga_input {
+  std::string account;      // credit, deduct, refund of a deduction
+  std::string source;       // transfer; refund of a transfer: the account refunded
+  std::string destination;  // transfer; refund of a transfer: the account giving back
+  std::int64_t amount = 0;
+  std::string memo;
+  std::optional<std::chrono::milliseconds> hold_timeout;  // held deduction
+  std::vector<saga_item> items;                           // batch_deduct
+  // refund: the original saga, and the shard key its refund references
+  std::string original_saga_id;
+  std::string original_type;  // "debit" or "capture"
+  std::string original_key;
+};
+
+// The progress of one call (one step on one account) or of its undo.
+enum class call_status {
+  idle,       // never sent
+  in_flight,  // sent, no answer yet; `due` is its timeout
+  waiting,    // answered "not now" or not at all; resent at `due`
+  succeeded,  // took effect (an undo: the effect is undone or fenced off)
+  rejected,   // a stored business rejection: never took effect
+  not_applied,  // the key was cancelled before it took effect
+  applied,      // an undo's cancel_key found the effect applied
+};
+std::string_view to_string(call_status s);
+std::optional<call_status> call_status_from(std::string_view s);
+
+struct call_progress {
+  call_status status = call_status::idle;
+  int attempts = 0;
+  std::string code;  // the last rejection, retry or transport reason
+  instant due{};
+};
+
+struct call_state {
+  call_progress forward;
+  call_progress undo;
+  // Whether the forward call may have taken effect, so compensation must
+  // undo or fence it off.
+  bool may_have_applied() const;
+};
+
+enum class phase { forward, awaiting, compensating, done };
+std::string_view to_string(phase p);
+std::optional<phase> phase_from(std::string_view s);
+
+struct saga_error {
+  std::string code;
+  std::string message;
+};
+
+struct saga {
+  std::string id;  // "sg_" + 26 characters
+  std::string tenant;
+  std::string biz_id;
+  std::string workflow;  // a workflow_def name
+  saga_input input;
+  saga_state state = saga_state::pending;
+  phase stage = phase::forward;
+  std::size_t cursor = 0;  // forward: the step being run; compensating: the step being undone
+  std::vector<std::vector<call_state>> calls;  // [step][item]
+  bool confirmed = false;  // held deduction: the app confirmed
+  std::optional<saga_error> error;
+  std::string attention;  // why needs_attention, else empty
+  saga_state end_after_compensation = saga_state::failed;
+  instant created{};
+  instant deadline{};            // forward progress before the pivot must finish by then
+  std::optional<instant> hold_deadline;  // held deduction: release when not confirmed by then
+  std::optional<instant> wake;           // when the engine must look at this saga again
+};
+
+// The key a saga's calls carry on the shards: derived from the saga id, so
+// re-sending after a crash or a lost reply is always safe.
+std::string step_key(const saga& s);
+
+// One shard command to send.
+struct call_ref {
+  std::size_t step = 0;
+  std::size_t item = 0;
+  bool undo = false;
+  bool operator==(const call_ref&) const = default;
+};
+
+struct outgoing_call {
+  call_ref ref;
+  participant_op op = participant_op::credit;
+  std::string account;
+  std::string biz_id;      // credit/debit/refund: the key; hold/capture/release: the hold id
+  std::int64_t amount = 0;  // 0: not sent (capture takes the whole hold)
+  std::string memo;
+  std::string target_type;  // cancel_key: the cancelled command's type
+  std::string target_id;
+  std::string original_type;  // refund
+  std::string original_id;
+  int attempt = 0;
+};
+
+// How a participant answered (or did not).
+enum class answer_kind {
+  succeeded,
+  rejected,        // stored business rejection; `code` says why
+  cancelled,       // the key is tombstoned
+  already_applied_succeeded,  // cancel_key: the effect applied
+  already_applied_other,      // cancel_key: the key's stored outcome is a rejection or tombstone
+  retry,           // not decided, nothing stored; `code` says why
+  conflict,        // the key was used with other content (a bug: keys are derived)
+  transport,       // unavailable, timed out, connection lost: the outcome is unknown
+};
+
+struct answer {
+  answer_kind kind = answer_kind::transport;
+  std::string code;
+};
+
+struct decision {
+  std::vector<outgoing_call> send;
+};
+
+// Uniform in [0, 1): the jitter source.
+using random_source = std::function<double()>;
+
+// Capped exponential backoff with jitter: attempt n (1-based) waits between
+// half and all of min(max, initial * 2^(n-1)).
+std::chrono::milliseconds backoff(const retry_policy& p, int attempt, const random_source& random);
+
+class engine {
+ public:
+  engine(const workflow_def& w, random_source random) : workflow_(w), random_(std::move(random)) {}
+
+  // A new saga: lays out its calls and sends the first step's.
+  decision start(saga& s, instant now) const;
+  // A participant answered one call (late answers of calls no longer
+  // awaited are recorded and change nothing else).
+  decision on_answer(saga& s, const call_ref& ref, const answer& a, instant now) const;
+  // Time passed: timeouts, backoffs, the deadline, the hold timeout.
+  decision on_wake(saga& s, instant now) const;
+
+  enum class request_result { done, already, invalid_state };
+  // Held deduction: capture. Before the hold is in, remembered.
+  request_result confirm(saga& s, instant now, decision& d) const;
+  // Held deduction: release (-> compensated). Before the capture only.
+  request_result cancel(saga& s, instant now, decision& d) const;
+  // Operator: compensate, before the pivot only.
+  request_result abort(saga& s, instant now, decision& d) const;
+  // Operator: re-drive every waiting call now.
+  request_result retry_now(saga& s, instant now, decision& d) const;
+
+  // Whether the saga can no longer be compensated.
+  bool past_pivot(const saga& s) const;
+
+ private:
+  void advance(saga& s, instant now, decision& d) const;
+  void run_forward(saga& s, instant now, decision& d, bool& again) const;
+  void run_compensation(saga& s, instant now, decision& d, bool& again) const;
+  void begin_compensation(saga& s, saga_error why, saga_state end) const;
+  void finish(saga& s, saga_state end) const;
+  void send(saga& s, const call_ref& ref, instant now, decision& d) const;
+  void note_answer(call_progress& c, const step_def& st, bool undo, const answer& a, instant now) const;
+  bool confirmed_past_hold(const saga& s) const;
+  void update_attention(saga& s) const;
+  outgoing_call make_call(const saga& s, const call_ref& ref) const;
+  std::string account_of(const saga& s, const step_def& st, std::size_t item) const;
+  std::int64_t amount_of(const saga& s, const step_def& st, std::size_t item) const;
+  std::size_t items_of(const saga& s, const step_def& st) const;
+
+  const workflow_def& workflow_;
+  random_source random_;
+};
+
+}  // namespace tally::orch

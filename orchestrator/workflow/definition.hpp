@@ -1,0 +1,76 @@
+#pragma once
+// Saga types as data. Each workflow is an ordered list of steps; one engine
+// (orchestrator/engine/engine.hpp) interprets every workflow, so a new saga
+// type is a new definition, not new control flow. Operators read these
+// definitions through the admin API.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tally::orch {
+
+// The public saga types (API.md). A type may have several workflows: a
+// deduction is immediate or held, a refund is of a deduction or of a transfer.
+enum class saga_type { credit, deduct, refund, transfer, batch_deduct };
+std::string_view to_string(saga_type t);
+std::optional<saga_type> saga_type_from(std::string_view s);
+
+// The shard command a step sends (account_shard's command types).
+enum class participant_op { credit, debit, hold, capture, release, refund, cancel_key };
+std::string_view to_string(participant_op op);
+
+// Which of the saga's accounts a step acts on.
+enum class account_role { account, source, destination, each_item };
+std::string_view to_string(account_role r);
+
+// How a step is undone, or settled when its outcome is not known.
+enum class undo_kind {
+  none,        // forward only: the step comes at or after the point of no return
+  release,     // a hold: release it; before the hold arrives, a tombstone refuses it
+  cancel_key,  // an effect: tombstone its key, or learn that it already applied
+};
+std::string_view to_string(undo_kind u);
+
+struct retry_policy {
+  std::chrono::milliseconds call_timeout{2000};  // no answer by then: outcome unknown, resend the same key
+  std::chrono::milliseconds initial_backoff{25};
+  std::chrono::milliseconds max_backoff{5000};
+  int attempt_budget = 10;  // then needs_attention; retries go on every max_backoff
+};
+
+struct step_def {
+  std::string name;
+  participant_op op = participant_op::credit;
+  account_role role = account_role::account;
+  undo_kind undo = undo_kind::none;
+  // The point of no return. Once a pivot has succeeded (or, for a pivot
+  // that cannot be undone, once it has been sent) the saga only goes forward.
+  bool pivot = false;
+  // After this step the saga waits for the app's confirm or cancel.
+  bool await_confirmation = false;
+  retry_policy retry;
+};
+
+struct workflow_def {
+  std::string name;  // "transfer", "deduct_held", ...
+  saga_type type = saga_type::credit;
+  std::string description;
+  std::vector<step_def> steps;
+  std::chrono::milliseconds default_deadline{10000};
+
+  // Index of the pivot step (every built-in workflow has one).
+  std::size_t pivot_index() const;
+};
+
+// Every built-in workflow, in a fixed order.
+const std::vector<workflow_def>& workflows();
+// nullptr when there is no such workflow.
+const workflow_def* find_workflow(std::string_view name);
+
+void to_json(nlohmann::json& j, const workflow_def& w);
+
+}  // namespace tally::orch
