@@ -10,6 +10,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/validate/fields.hpp"
+
 namespace tally::shard {
 
 enum class command_kind { open_account, credit, debit, hold, capture, release, refund, cancel_key };
@@ -17,7 +19,7 @@ enum class command_kind { open_account, credit, debit, hold, capture, release, r
 std::string_view to_string(command_kind k);
 std::optional<command_kind> command_kind_from(std::string_view name);
 
-inline constexpr std::int64_t max_amount = 1'000'000'000'000'000;  // 10^15
+using validate::max_amount;  // 10^15
 
 // (tenant, account, biz_type, biz_id): names one effect forever.
 struct op_key {
@@ -55,7 +57,7 @@ struct invalid_command {
 // Validates every field (ids [A-Za-z0-9._:-]{1,64}, 1 <= amount <= 10^15,
 // known command, no unknown fields) and computes the request hash.
 std::variant<command, invalid_command> parse_command(const nlohmann::json& j);
-bool is_valid_id(std::string_view id);
+using validate::is_valid_id;
 std::string request_hash(const command& c);
 
 }  // namespace tally::shard

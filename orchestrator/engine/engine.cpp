@@ -89,12 +89,7 @@ bool call_state::may_have_applied() const {
          forward.status == call_status::succeeded;
 }
 
-std::string step_key(const saga& s) {
-  // Shard ids allow [A-Za-z0-9._:-]: the saga id's underscore becomes a dot.
-  std::string k = s.id;
-  std::replace(k.begin(), k.end(), '_', '.');
-  return k;
-}
+std::string step_key(const saga& s) { return s.id; }
 
 std::chrono::milliseconds backoff(const retry_policy& p, int attempt, const random_source& random) {
   auto cap = p.max_backoff.count();

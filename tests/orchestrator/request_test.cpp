@@ -1,0 +1,130 @@
+// Saga requests: validation, the workflow each maps to, and the request hash.
+#include "orchestrator/saga/request.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tally::orch {
+namespace {
+
+using json = nlohmann::json;
+
+saga_request ok(saga_type t, const json& body, std::string_view tenant = "t1") {
+  auto r = parse_saga_request(t, tenant, body);
+  if (auto* bad = std::get_if<invalid_request>(&r)) ADD_FAILURE() << bad->message << " for " << body.dump();
+  return std::holds_alternative<saga_request>(r) ? std::get<saga_request>(r) : saga_request{};
+}
+
+std::string refused(saga_type t, const json& body, std::string_view tenant = "t1") {
+  auto r = parse_saga_request(t, tenant, body);
+  if (std::holds_alternative<saga_request>(r)) {
+    ADD_FAILURE() << "accepted " << body.dump();
+    return {};
+  }
+  return std::get<invalid_request>(r).message;
+}
+
+const json transfer_body = {{"from_account", "alice"}, {"to_account", "bob"}, {"amount", 30}, {"biz_id", "t-1"}};
+
+TEST(SagaRequest, EachTypeMapsToItsWorkflowAndInput) {
+  auto c = ok(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "c-1"}, {"memo", "hi"}});
+  EXPECT_EQ(c.workflow, "credit");
+  EXPECT_EQ(c.tenant, "t1");
+  EXPECT_EQ(c.biz_id, "c-1");
+  EXPECT_EQ(c.input.account, "a");
+  EXPECT_EQ(c.input.amount, 5);
+  EXPECT_EQ(c.input.memo, "hi");
+
+  EXPECT_EQ(ok(saga_type::deduct, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "d-1"}}).workflow, "deduct");
+  auto held = ok(saga_type::deduct, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "d-1"}, {"hold_timeout_ms", 900}});
+  EXPECT_EQ(held.workflow, "deduct_held");
+  EXPECT_EQ(held.input.hold_timeout, std::chrono::milliseconds(900));
+
+  auto f = ok(saga_type::refund, {{"original_saga_id", "sg_01X"}, {"amount", 2}, {"biz_id", "r-1"}});
+  EXPECT_EQ(f.workflow, "refund");
+  EXPECT_EQ(f.input.original_saga_id, "sg_01X");
+
+  auto t = ok(saga_type::transfer, transfer_body);
+  EXPECT_EQ(t.workflow, "transfer");
+  EXPECT_EQ(t.input.source, "alice");
+  EXPECT_EQ(t.input.destination, "bob");
+  EXPECT_FALSE(t.timeout);
+  auto timed = transfer_body;
+  timed["timeout_ms"] = 1500;
+  EXPECT_EQ(ok(saga_type::transfer, timed).timeout, std::chrono::milliseconds(1500));
+
+  auto b = ok(saga_type::batch_deduct,
+              {{"biz_id", "class-7"}, {"items", {{{"account_id", "s1"}, {"amount", 1}}, {{"account_id", "s2"}, {"amount", 2}}}}});
+  EXPECT_EQ(b.workflow, "batch_deduct");
+  ASSERT_EQ(b.input.items.size(), 2u);
+  EXPECT_EQ(b.input.items[1].account, "s2");
+  EXPECT_EQ(b.input.items[1].amount, 2);
+}
+
+TEST(SagaRequest, HashCoversTheSemanticFieldsOnly) {
+  auto base = ok(saga_type::transfer, transfer_body).request_hash;
+  EXPECT_EQ(base.size(), 64u);
+  json reordered = {{"biz_id", "t-1"}, {"amount", 30}, {"to_account", "bob"}, {"from_account", "alice"}};
+  EXPECT_EQ(ok(saga_type::transfer, reordered).request_hash, base);
+  for (auto [field, value] : {std::pair<const char*, json>{"amount", 31}, {"to_account", "carol"},
+                              {"from_account", "dave"}, {"timeout_ms", 1000}}) {
+    auto changed = transfer_body;
+    changed[field] = value;
+    EXPECT_NE(ok(saga_type::transfer, changed).request_hash, base) << field;
+  }
+  EXPECT_NE(ok(saga_type::transfer, transfer_body, "t2").request_hash, base);
+  // The same fields under another type are another request.
+  auto c = ok(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "x"}});
+  auto d = ok(saga_type::deduct, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "x"}});
+  EXPECT_NE(c.request_hash, d.request_hash);
+}
+
+TEST(SagaRequest, RefusesBadInputWithAReason) {
+  EXPECT_EQ(refused(saga_type::credit, json::array()), "the body must be a JSON object");
+  EXPECT_EQ(refused(saga_type::credit, {{"amount", 5}, {"biz_id", "c"}}), "missing field: account_id");
+  EXPECT_EQ(refused(saga_type::credit, {{"account_id", "a b"}, {"amount", 5}, {"biz_id", "c"}}),
+            "account_id must match [A-Za-z0-9._:-]{1,64}");
+  for (json amount : {json(0), json(-1), json(1'000'000'000'000'001), json(1.5), json("5"), json(nullptr)})
+    EXPECT_FALSE(refused(saga_type::credit, {{"account_id", "a"}, {"amount", amount}, {"biz_id", "c"}}).empty())
+        << amount.dump();
+  EXPECT_EQ(refused(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "c"}, {"trace", 1}}),
+            "unknown field: trace");
+  EXPECT_EQ(refused(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "c"}, {"memo", std::string(257, 'm')}}),
+            "memo is too long");
+  EXPECT_EQ(refused(saga_type::deduct, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "d"}, {"hold_timeout_ms", 0}}),
+            "hold_timeout_ms must be between 1 and 604800000");
+  auto same = transfer_body;
+  same["to_account"] = "alice";
+  EXPECT_EQ(refused(saga_type::transfer, same), "from_account and to_account must differ");
+  auto slow = transfer_body;
+  slow["timeout_ms"] = 300'001;
+  EXPECT_EQ(refused(saga_type::transfer, slow), "timeout_ms must be between 1 and 300000");
+  EXPECT_EQ(refused(saga_type::transfer, transfer_body, "bad tenant"), "tenant must match [A-Za-z0-9._:-]{1,64}");
+}
+
+TEST(SagaRequest, BatchItemsAreOneToAThousandDistinctAccounts) {
+  auto items = [](std::size_t n) {
+    json a = json::array();
+    for (std::size_t i = 0; i < n; ++i) a.push_back({{"account_id", "s" + std::to_string(i)}, {"amount", 1}});
+    return a;
+  };
+  EXPECT_EQ(ok(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", items(1000)}}).input.items.size(), 1000u);
+  EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", items(0)}}),
+            "items must hold 1 to 1000 entries");
+  EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", items(1001)}}),
+            "items must hold 1 to 1000 entries");
+  auto twice = items(3);
+  twice.push_back({{"account_id", "s1"}, {"amount", 4}});
+  EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", twice}}),
+            "items[3]: account s1 appears twice");
+  EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", {1}}}), "items[0] must be an object");
+  EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", {{{"account_id", "s"}, {"amount", 0}}}}}),
+            "items[0]: amount must be between 1 and 10^15");
+  EXPECT_EQ(refused(saga_type::batch_deduct,
+                    {{"biz_id", "b"}, {"items", {{{"account_id", "s"}, {"amount", 1}, {"x", 1}}}}}),
+            "items[0]: unknown field: x");
+  EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", "s1"}}), "items must be an array");
+}
+
+}  // namespace
+}  // namespace tally::orch
