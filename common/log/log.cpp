@@ -1,5 +1,7 @@
 #include "common/log/log.hpp"
 
+#include "common/time/rfc3339.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +10,6 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <mutex>
 #include <string>
 
@@ -65,17 +65,9 @@ std::string_view level_name(level lvl) {
   return "info";
 }
 
-// RFC 3339, UTC, millisecond precision: 2026-12-01T10:00:00.123Z
 std::string timestamp() {
   const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  std::array<char, 64> buf{};  // room for any int the compiler can imagine
-  std::snprintf(buf.data(), buf.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf.data();
+  return time::rfc3339_ms(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count());
 }
 
 // Invalid UTF-8 in a message must not turn a log call into an exception.

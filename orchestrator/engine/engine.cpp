@@ -165,6 +165,7 @@ void engine::send(saga& s, const call_ref& ref, instant now, decision& d) const 
   auto& c = ref.undo ? cs.undo : cs.forward;
   const auto& st = workflow_.steps.at(ref.step);
   c.attempts += 1;
+  if (c.attempts == 1) c.started = now;
   c.status = call_status::in_flight;
   c.due = now + st.retry.call_timeout;
   auto out = make_call(s, ref);
@@ -421,6 +422,7 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
     case answer_kind::conflict: wait(std::string(conflict_code), st.retry.max_backoff); break;
     case answer_kind::transport: wait(a.code.empty() ? "unavailable" : a.code, delay); break;
   }
+  if (c.status != call_status::waiting) c.finished = now;
 }
 
 decision engine::start(saga& s, instant now) const {

@@ -50,6 +50,7 @@ bool is_terminal(saga_state s);
 struct saga_item {
   std::string account;
   std::int64_t amount = 0;
+  bool operator==(const saga_item&) const = default;
 };
 
 // What the saga was asked to do, with the accounts resolved per role.
@@ -65,6 +66,7 @@ struct saga_input {
   std::string original_saga_id;
   std::string original_type;  // "debit" or "capture"
   std::string original_key;
+  bool operator==(const saga_input&) const = default;
 };
 
 // The progress of one call (one step on one account) or of its undo.
@@ -85,6 +87,9 @@ struct call_progress {
   int attempts = 0;
   std::string code;  // the last rejection, retry or transport reason
   instant due{};
+  instant started{};   // first sent
+  instant finished{};  // final status reached
+  bool operator==(const call_progress&) const = default;
 };
 
 struct call_state {
@@ -93,6 +98,7 @@ struct call_state {
   // Whether the forward call may have taken effect, so compensation must
   // undo or fence it off.
   bool may_have_applied() const;
+  bool operator==(const call_state&) const = default;
 };
 
 enum class phase { forward, awaiting, compensating, done };
@@ -102,6 +108,7 @@ std::optional<phase> phase_from(std::string_view s);
 struct saga_error {
   std::string code;
   std::string message;
+  bool operator==(const saga_error&) const = default;
 };
 
 struct saga {
@@ -122,6 +129,7 @@ struct saga {
   instant deadline{};            // forward progress before the pivot must finish by then
   std::optional<instant> hold_deadline;  // held deduction: release when not confirmed by then
   std::optional<instant> wake;           // when the engine must look at this saga again
+  bool operator==(const saga&) const = default;
 };
 
 // The key a saga's calls carry on the shards: derived from the saga id, so

@@ -1,0 +1,193 @@
+#include "orchestrator/saga/codec.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/time/rfc3339.hpp"
+
+namespace tally::orch {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::int64_t ms_of(instant t) { return t.time_since_epoch().count(); }
+instant instant_of(std::int64_t ms) { return instant{std::chrono::milliseconds(ms)}; }
+
+json call_json(const call_progress& c) {
+  return {{"s", to_string(c.status)}, {"n", c.attempts},        {"c", c.code},
+          {"d", ms_of(c.due)},       {"t0", ms_of(c.started)}, {"t1", ms_of(c.finished)}};
+}
+
+call_progress call_from(const json& j) {
+  call_progress c;
+  auto status = call_status_from(j.at("s").get<std::string>());
+  if (!status) throw std::invalid_argument("unknown call status");
+  c.status = *status;
+  c.attempts = j.at("n").get<int>();
+  c.code = j.at("c").get<std::string>();
+  c.due = instant_of(j.at("d").get<std::int64_t>());
+  c.started = instant_of(j.at("t0").get<std::int64_t>());
+  c.finished = instant_of(j.at("t1").get<std::int64_t>());
+  return c;
+}
+
+// A step's state as users see it, from its calls.
+std::string step_state(const std::vector<call_state>& calls) {
+  auto all = [&](auto pred) { return std::all_of(calls.begin(), calls.end(), pred); };
+  auto any = [&](auto pred) { return std::any_of(calls.begin(), calls.end(), pred); };
+  if (all([](const call_state& c) { return c.forward.status == call_status::idle; })) return "pending";
+  if (any([](const call_state& c) { return c.undo.status != call_status::idle; }))
+    return all([](const call_state& c) {
+             return !c.may_have_applied() || c.undo.status == call_status::succeeded;
+           })
+               ? "compensated"
+               : "compensating";
+  if (all([](const call_state& c) { return c.forward.status == call_status::succeeded; })) return "succeeded";
+  if (any([](const call_state& c) {
+        return c.forward.status == call_status::rejected || c.forward.status == call_status::not_applied;
+      }))
+    return "failed";
+  return "running";
+}
+
+}  // namespace
+
+std::string to_rfc3339(instant t) { return time::rfc3339_ms(ms_of(t)); }
+
+json input_to_json(const saga_input& in) {
+  json j = json::object();
+  auto text = [&](const char* k, const std::string& v) {
+    if (!v.empty()) j[k] = v;
+  };
+  text("account", in.account);
+  text("source", in.source);
+  text("destination", in.destination);
+  if (in.amount != 0) j["amount"] = in.amount;
+  text("memo", in.memo);
+  if (in.hold_timeout) j["hold_timeout_ms"] = in.hold_timeout->count();
+  if (!in.items.empty()) {
+    auto items = json::array();
+    for (const auto& i : in.items) items.push_back({{"account_id", i.account}, {"amount", i.amount}});
+    j["items"] = std::move(items);
+  }
+  text("original_saga_id", in.original_saga_id);
+  text("original_type", in.original_type);
+  text("original_key", in.original_key);
+  return j;
+}
+
+saga_input input_from_json(const json& j) {
+  saga_input in;
+  in.account = j.value("account", "");
+  in.source = j.value("source", "");
+  in.destination = j.value("destination", "");
+  in.amount = j.value("amount", std::int64_t{0});
+  in.memo = j.value("memo", "");
+  if (j.contains("hold_timeout_ms")) in.hold_timeout = std::chrono::milliseconds(j.at("hold_timeout_ms").get<std::int64_t>());
+  if (j.contains("items"))
+    for (const auto& i : j.at("items")) in.items.push_back({i.at("account_id").get<std::string>(), i.at("amount").get<std::int64_t>()});
+  in.original_saga_id = j.value("original_saga_id", "");
+  in.original_type = j.value("original_type", "");
+  in.original_key = j.value("original_key", "");
+  return in;
+}
+
+json progress_to_json(const saga& s) {
+  auto steps = json::array();
+  for (const auto& step : s.calls) {
+    auto calls = json::array();
+    for (const auto& c : step) calls.push_back({{"f", call_json(c.forward)}, {"u", call_json(c.undo)}});
+    steps.push_back(std::move(calls));
+  }
+  return {{"stage", to_string(s.stage)},
+          {"cursor", s.cursor},
+          {"confirmed", s.confirmed},
+          {"end", to_string(s.end_after_compensation)},
+          {"hold_deadline", s.hold_deadline ? json(ms_of(*s.hold_deadline)) : json(nullptr)},
+          {"calls", std::move(steps)}};
+}
+
+bool progress_from_json(const json& j, saga& s, std::string& error) {
+  try {
+    auto stage = phase_from(j.at("stage").get<std::string>());
+    auto end = saga_state_from(j.at("end").get<std::string>());
+    if (!stage || !end) throw std::invalid_argument("unknown stage or end state");
+    s.stage = *stage;
+    s.end_after_compensation = *end;
+    s.cursor = j.at("cursor").get<std::size_t>();
+    s.confirmed = j.at("confirmed").get<bool>();
+    const auto& hd = j.at("hold_deadline");
+    s.hold_deadline = hd.is_null() ? std::nullopt : std::optional<instant>(instant_of(hd.get<std::int64_t>()));
+    s.calls.clear();
+    for (const auto& step : j.at("calls")) {
+      auto& calls = s.calls.emplace_back();
+      for (const auto& c : step) calls.push_back({call_from(c.at("f")), call_from(c.at("u"))});
+    }
+    if (s.cursor >= s.calls.size()) throw std::invalid_argument("cursor past the last step");
+    return true;
+  } catch (const std::exception& e) {
+    error = std::string("saga progress unreadable: ") + e.what();
+    return false;
+  }
+}
+
+json public_json(const saga& s, const workflow_def& w, instant updated) {
+  json input = json::object();
+  const auto& in = s.input;
+  switch (w.type) {
+    case saga_type::credit:
+      input = {{"account_id", in.account}, {"amount", in.amount}};
+      if (!in.memo.empty()) input["memo"] = in.memo;
+      break;
+    case saga_type::deduct:
+      input = {{"account_id", in.account}, {"amount", in.amount}};
+      if (in.hold_timeout) input["hold_timeout_ms"] = in.hold_timeout->count();
+      break;
+    case saga_type::refund: input = {{"original_saga_id", in.original_saga_id}, {"amount", in.amount}}; break;
+    case saga_type::transfer:
+      input = {{"from_account", in.source}, {"to_account", in.destination}, {"amount", in.amount}};
+      break;
+    case saga_type::batch_deduct: {
+      auto items = json::array();
+      for (const auto& i : in.items) items.push_back({{"account_id", i.account}, {"amount", i.amount}});
+      input = {{"items", std::move(items)}};
+      break;
+    }
+  }
+  auto steps = json::array();
+  for (std::size_t i = 0; i < w.steps.size() && i < s.calls.size(); ++i) {
+    const auto& calls = s.calls[i];
+    int attempts = 0;
+    instant started = instant::max(), finished{};
+    std::string code;
+    bool finished_all = true;
+    for (const auto& c : calls) {
+      attempts += c.forward.attempts + c.undo.attempts;
+      if (c.forward.attempts > 0) started = std::min(started, c.forward.started);
+      const auto& last = c.undo.attempts > 0 ? c.undo : c.forward;
+      finished_all = finished_all && last.finished != instant{};
+      finished = std::max(finished, last.finished);
+      if (code.empty() && !c.forward.code.empty() && c.forward.status != call_status::succeeded) code = c.forward.code;
+    }
+    steps.push_back({{"name", w.steps[i].name},
+                     {"state", step_state(calls)},
+                     {"attempts", attempts},
+                     {"started_at", started == instant::max() ? json(nullptr) : json(to_rfc3339(started))},
+                     {"finished_at", finished_all && attempts > 0 ? json(to_rfc3339(finished)) : json(nullptr)},
+                     {"error", code.empty() ? json(nullptr) : json({{"code", code}})}});
+  }
+  return {{"saga_id", s.id},
+          {"type", to_string(w.type)},
+          {"biz_id", s.biz_id},
+          {"state", to_string(s.state)},
+          {"input", std::move(input)},
+          {"error", s.error ? json({{"code", s.error->code}, {"message", s.error->message}}) : json(nullptr)},
+          {"created_at", to_rfc3339(s.created)},
+          {"updated_at", to_rfc3339(updated)},
+          {"deadline", to_rfc3339(s.deadline)},
+          {"steps", std::move(steps)}};
+}
+
+}  // namespace tally::orch
