@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/orchestrator/sagas.hpp"
+
 namespace tally::orch {
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
+using namespace testing;
 
 const instant t0{std::chrono::milliseconds(1'764'583'200'123)};
 
@@ -32,28 +35,17 @@ saga reloaded(const saga& s) {
   return r;
 }
 
-saga transfer() {
-  saga s;
-  s.id = "sg_01CODEC";
-  s.tenant = "t1";
-  s.biz_id = "t-1";
-  s.input.source = "alice";
-  s.input.destination = "bob";
-  s.input.amount = 30;
-  return s;
-}
-
 TEST(Rfc3339, UtcWithMilliseconds) {
   EXPECT_EQ(to_rfc3339(t0), "2025-12-01T10:00:00.123Z");
   EXPECT_EQ(to_rfc3339(instant{}), "1970-01-01T00:00:00.000Z");
 }
 
 TEST(StoredSaga, RoundTripsExactlyAfterEveryEvent) {
-  engine e(*find_workflow("transfer"), [] { return 0.5; });
-  auto s = transfer();
+  auto e = engine_for("transfer");
+  auto s = transfer_saga("sg_01CODEC");
   e.start(s, t0);
   EXPECT_EQ(reloaded(s), s);
-  e.on_answer(s, {0, 0, false}, {answer_kind::succeeded, ""}, t0 + 5ms);
+  e.on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
   EXPECT_EQ(reloaded(s), s);
   e.on_answer(s, {1, 0, false}, {answer_kind::transport, "timeout"}, t0 + 20ms);
   EXPECT_EQ(reloaded(s), s);
@@ -68,19 +60,16 @@ TEST(StoredSaga, RoundTripsExactlyAfterEveryEvent) {
   EXPECT_EQ(d2.send[0].op, d1.send[0].op);
   EXPECT_EQ(r, s);
 
-  saga held;
-  held.id = "sg_01HELD";
-  held.input.account = "carol";
-  held.input.amount = 5;
+  auto held = one_account("sg_01HELD", "carol", 5);
   held.input.hold_timeout = 60s;
   held.input.items = {{"x", 1}};  // every input field survives, used or not
   held.input.original_saga_id = "sg_0";
   held.input.original_type = "debit";
   held.input.original_key = "sg_0";
   held.input.memo = "m";
-  engine h(*find_workflow("deduct_held"), [] { return 0.5; });
+  auto h = engine_for("deduct_held");
   h.start(held, t0);
-  h.on_answer(held, {0, 0, false}, {answer_kind::succeeded, ""}, t0 + 1ms);
+  h.on_answer(held, {0, 0, false}, ok(), t0 + 1ms);
   ASSERT_TRUE(held.hold_deadline);
   EXPECT_EQ(reloaded(held), held);
 }
@@ -90,8 +79,8 @@ TEST(StoredSaga, RefusesWhatItDidNotWrite) {
   std::string error;
   EXPECT_FALSE(progress_from_json(json::object(), s, error));
   EXPECT_NE(error.find("unreadable"), std::string::npos);
-  engine e(*find_workflow("transfer"), [] { return 0.5; });
-  auto t = transfer();
+  auto e = engine_for("transfer");
+  auto t = transfer_saga("sg_01CODEC");
   e.start(t, t0);
   auto j = progress_to_json(t);
   auto bad_status = j;
@@ -103,11 +92,11 @@ TEST(StoredSaga, RefusesWhatItDidNotWrite) {
 }
 
 TEST(PublicSaga, CompletedTransfer) {
-  engine e(*find_workflow("transfer"), [] { return 0.5; });
-  auto s = transfer();
+  auto e = engine_for("transfer");
+  auto s = transfer_saga("sg_01CODEC");
   e.start(s, t0);
   for (std::size_t step = 0; step < 3; ++step)
-    e.on_answer(s, {step, 0, false}, {answer_kind::succeeded, ""}, t0 + std::chrono::milliseconds(step + 1));
+    e.on_answer(s, {step, 0, false}, ok(), t0 + std::chrono::milliseconds(step + 1));
   auto j = public_json(s, *find_workflow("transfer"), t0 + 3ms);
   EXPECT_EQ(j["saga_id"], "sg_01CODEC");
   EXPECT_EQ(j["type"], "transfer");
@@ -129,16 +118,16 @@ TEST(PublicSaga, CompletedTransfer) {
 }
 
 TEST(PublicSaga, FailedTransferShowsWhatWasUndone) {
-  engine e(*find_workflow("transfer"), [] { return 0.5; });
-  auto s = transfer();
+  auto e = engine_for("transfer");
+  auto s = transfer_saga("sg_01CODEC");
   e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, {answer_kind::succeeded, ""}, t0 + 1ms);
+  e.on_answer(s, {0, 0, false}, ok(), t0 + 1ms);
   e.on_answer(s, {1, 0, false}, {answer_kind::rejected, "account_not_found"}, t0 + 2ms);
   auto mid = public_json(s, *find_workflow("transfer"), t0 + 2ms);
   EXPECT_EQ(mid["state"], "compensating");
   EXPECT_EQ(mid["steps"][0]["state"], "compensating");
   EXPECT_TRUE(mid["steps"][0]["finished_at"].is_null());
-  e.on_answer(s, {0, 0, true}, {answer_kind::succeeded, ""}, t0 + 3ms);
+  e.on_answer(s, {0, 0, true}, ok(), t0 + 3ms);
   auto j = public_json(s, *find_workflow("transfer"), t0 + 3ms);
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["error"]["code"], "account_not_found");

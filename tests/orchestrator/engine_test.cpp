@@ -6,33 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/orchestrator/sagas.hpp"
+
 namespace tally::orch {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace testing;
 
 const instant t0{std::chrono::milliseconds(1'000'000'000)};
-
-engine engine_for(const std::string& workflow, double jitter = 0.5) {
-  const auto* w = find_workflow(workflow);
-  if (!w) throw std::logic_error("no workflow " + workflow);
-  return engine(*w, [jitter] { return jitter; });
-}
-
-saga transfer_saga() {
-  saga s;
-  s.id = "sg_01TRANSFER";
-  s.tenant = "t1";
-  s.biz_id = "t-1";
-  s.input.source = "alice";
-  s.input.destination = "bob";
-  s.input.amount = 30;
-  return s;
-}
-
-answer ok() { return {answer_kind::succeeded, ""}; }
-answer rejected(std::string code) { return {answer_kind::rejected, std::move(code)}; }
-answer lost() { return {answer_kind::transport, "timeout"}; }
 
 // A transfer started at t0 whose hold succeeded at `held`: the credit is in flight.
 saga credit_in_flight(const engine& e, instant held = t0 + 5ms) {
@@ -278,15 +260,6 @@ TEST(Transfer, RetryNowResendsAWaitingCallImmediately) {
   EXPECT_EQ(e.retry_now(s, t0 + 2ms, d), engine::request_result::done);
   ASSERT_EQ(d.send.size(), 1u);
   EXPECT_EQ(d.send[0].attempt, 2);
-}
-
-saga one_account(std::string id, std::string account, std::int64_t amount) {
-  saga s;
-  s.id = std::move(id);
-  s.tenant = "t1";
-  s.input.account = std::move(account);
-  s.input.amount = amount;
-  return s;
 }
 
 saga held_deduction(std::chrono::milliseconds hold_timeout = 60s) {
