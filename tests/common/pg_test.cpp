@@ -1,12 +1,11 @@
 // The asynchronous PostgreSQL client against a real server.
 #include <gtest/gtest.h>
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include "common/pg/pool.hpp"
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/run_coroutine.hpp"
 
 namespace tally::pg {
 namespace {
@@ -14,14 +13,9 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// Runs one coroutine to completion on a fresh io_context.
 template <typename F>
 void run(F body) {
-  asio::io_context io;
-  auto task = [&]() -> asio::awaitable<void> { co_await body(io); };
-  auto done = asio::co_spawn(io, task, asio::use_future);
-  io.run();
-  done.get();
+  tally::test::run_coroutine(std::move(body));
 }
 
 pool_options options(const std::string& conninfo, std::size_t size, std::chrono::milliseconds acquire = 3s) {

@@ -1,0 +1,72 @@
+-- The saga store. One row per saga: what was asked (input, request hash),
+-- where it stands (state, and the engine's progress of every call as JSON),
+-- when the engine must look at it again (wake_at), and which instance holds
+-- it (a lease). Every attempt of every call is kept in saga_step; every
+-- state change is an outbox event in the same transaction.
+--
+-- Identifiers are COLLATE "C", as on the shards.
+
+CREATE TABLE saga (
+  saga_id text COLLATE "C" PRIMARY KEY,
+  tenant text COLLATE "C" NOT NULL,
+  type text NOT NULL CHECK (type IN ('credit', 'deduct', 'refund', 'transfer', 'batch_deduct')),
+  biz_id text COLLATE "C" NOT NULL,
+  request_hash text NOT NULL,
+  workflow text NOT NULL,
+  input jsonb NOT NULL,
+  state text NOT NULL CHECK (state IN ('pending', 'running', 'awaiting_confirmation', 'compensating',
+                                       'completed', 'failed', 'compensated', 'needs_attention')),
+  progress jsonb NOT NULL,
+  error_code text,
+  error_message text,
+  attention text,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  deadline timestamptz NOT NULL,
+  -- NULL when nothing but an outside event (the app, an operator) can move it.
+  wake_at timestamptz,
+  lease_owner text,
+  lease_until timestamptz,
+  -- Bumped by every write; a write names the version it read.
+  version bigint NOT NULL CHECK (version >= 1),
+  -- Saga idempotency: one saga per (tenant, type, biz_id) forever.
+  UNIQUE (tenant, type, biz_id),
+  -- A finished saga waits for nothing and nobody holds it.
+  CHECK (state NOT IN ('completed', 'failed', 'compensated') OR (wake_at IS NULL AND lease_owner IS NULL))
+);
+CREATE INDEX saga_due ON saga (wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX saga_by_state ON saga (tenant, state, created_at);
+CREATE INDEX saga_by_biz ON saga (tenant, biz_id);
+
+-- Every attempt of every call (step, item, forward or undo).
+CREATE TABLE saga_step (
+  saga_id text COLLATE "C" NOT NULL REFERENCES saga (saga_id),
+  step text NOT NULL,
+  item int NOT NULL,
+  undo boolean NOT NULL,
+  attempt int NOT NULL CHECK (attempt >= 1),
+  shard text NOT NULL,
+  command jsonb NOT NULL,
+  sent_at timestamptz NOT NULL,
+  outcome text,
+  code text,
+  answered_at timestamptz,
+  PRIMARY KEY (saga_id, step, item, undo, attempt)
+);
+
+-- Transactional outbox of saga state changes; tx_id lets the relay read in
+-- commit-safe order.
+CREATE TABLE outbox_event (
+  id bigserial PRIMARY KEY,
+  -- Random, so unique without an index (consumers dedupe by it).
+  event_id uuid NOT NULL DEFAULT gen_random_uuid(),
+  tx_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  tenant text COLLATE "C" NOT NULL,
+  saga_id text COLLATE "C" NOT NULL,
+  saga_version bigint NOT NULL,
+  event_type text NOT NULL,
+  payload jsonb NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (saga_id, saga_version)
+);
+CREATE INDEX outbox_event_tx ON outbox_event (tx_id, id);

@@ -1,0 +1,220 @@
+// The saga store against a real PostgreSQL: idempotent creation, writes
+// fenced by lease and version, claims that skip live leases and never hand
+// one saga to two instances.
+#include "orchestrator/store/saga_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include "common/migrate/migrate.hpp"
+#include "orchestrator/saga/codec.hpp"
+#include "tests/orchestrator/sagas.hpp"
+#include "tests/support/pg_fixture.hpp"
+#include "tests/support/run_coroutine.hpp"
+
+namespace tally::orch {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace testing;
+using tally::test::run_coroutine;
+
+const instant t0{std::chrono::milliseconds(1'764'583'200'000)};
+
+class SagaStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = tally::test::pg_conninfo(tally::test::create_database("orch_store"));
+    auto applied = migrate::apply(db_, migrate::load(tally::test::source_dir() + "/migrations/orchestrator"));
+    ASSERT_EQ(applied.applied, 1);
+  }
+  pg::pool_options options() const {
+    pg::pool_options o;
+    o.conninfo = db_;
+    o.max_size = 4;
+    return o;
+  }
+  std::int64_t count(const std::string& sql) const { return tally::test::query_int(db_, sql); }
+
+  // A transfer started by the engine at t0 (its hold in flight).
+  saga started(std::string id, std::string biz_id = "t-1") const {
+    auto s = transfer_saga(std::move(id));
+    s.biz_id = std::move(biz_id);
+    engine_for("transfer").start(s, t0);
+    return s;
+  }
+
+  std::string db_;
+};
+
+TEST_F(SagaStore, CreateIsIdempotentOnTheBusinessKey) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store store(pool, "a", 1s, 3s);
+    auto first = co_await store.async_create(started("sg_1"), saga_type::transfer, "hash-1", t0);
+    EXPECT_FALSE(first.error) << first.error.message;
+    EXPECT_EQ(first.outcome, saga_store::created::inserted);
+    EXPECT_EQ(first.saga.version, 1);
+
+    // A repeat mints a new id; the stored saga wins.
+    auto again = co_await store.async_create(started("sg_2"), saga_type::transfer, "hash-1", t0 + 5ms);
+    EXPECT_EQ(again.outcome, saga_store::created::replayed);
+    EXPECT_EQ(again.saga.s.id, "sg_1");
+    EXPECT_EQ(again.saga.s.input, first.saga.s.input);
+    EXPECT_EQ(again.saga.s.calls, first.saga.s.calls);
+
+    auto other = co_await store.async_create(started("sg_3"), saga_type::transfer, "hash-2", t0);
+    EXPECT_EQ(other.outcome, saga_store::created::conflict);
+    EXPECT_EQ(other.saga.s.id, "sg_1");
+
+    // The same biz_id under another type is another saga.
+    auto credit = co_await store.async_create(started("sg_4"), saga_type::credit, "hash-1", t0);
+    EXPECT_EQ(credit.outcome, saga_store::created::inserted);
+  });
+  EXPECT_EQ(count("SELECT count(*) FROM saga"), 2);
+  EXPECT_EQ(count("SELECT count(*) FROM outbox_event"), 2);
+  EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner = 'a' AND wake_at IS NOT NULL"), 2);
+}
+
+TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store a(pool, "a", 1s, 3s), b(pool, "b", 1s, 3s);
+    auto s = started("sg_w");
+    auto created = co_await a.async_create(s, saga_type::transfer, "h", t0);
+    EXPECT_EQ(created.outcome, saga_store::created::inserted);
+
+    engine_for("transfer").on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
+    saga_write w{&s, 1, true, true, {}};
+    w.attempts.push_back({"hold_source", 0, false, 1, "s0", R"({"type":"hold"})", t0, "succeeded", "", t0 + 5ms});
+    w.attempts.push_back({"credit_destination", 0, false, 1, "s1", R"({"type":"credit"})", t0 + 5ms, std::nullopt,
+                          "", std::nullopt});
+    auto saved = co_await a.async_save(std::span(&w, 1), t0 + 5ms);
+    EXPECT_FALSE(saved.error) << saved.error.message;
+    EXPECT_EQ(saved.versions, std::vector<std::int64_t>{2});
+
+    auto stale = co_await a.async_save(std::span(&w, 1), t0 + 6ms);  // still names version 1
+    EXPECT_EQ(stale.versions, std::vector<std::int64_t>{0});
+    saga_write by_b{&s, 2, true, true, {}};
+    auto foreign = co_await b.async_save(std::span(&by_b, 1), t0 + 6ms);  // right version, no lease
+    EXPECT_EQ(foreign.versions, std::vector<std::int64_t>{0});
+
+    // The credit's answer updates its recorded attempt.
+    saga_write answered{&s, 2, false, true, {}};
+    answered.attempts.push_back({"credit_destination", 0, false, 1, "s1", R"({"type":"credit"})", t0 + 5ms,
+                                 "transport", "timeout", t0 + 2s});
+    auto third = co_await a.async_save(std::span(&answered, 1), t0 + 2s);
+    EXPECT_EQ(third.versions, std::vector<std::int64_t>{3});
+
+    auto got = co_await a.async_get("sg_w");
+    EXPECT_FALSE(got.error) << got.error.message;
+    if (got.sagas.size() == 1) {
+      EXPECT_EQ(got.sagas[0].version, 3);
+      EXPECT_EQ(got.sagas[0].s.calls, s.calls);
+      EXPECT_EQ(got.sagas[0].s.wake, s.wake);
+      EXPECT_EQ(got.sagas[0].s.state, saga_state::running);
+    } else {
+      ADD_FAILURE() << "get found " << got.sagas.size();
+    }
+  });
+  EXPECT_EQ(count("SELECT version FROM saga WHERE saga_id = 'sg_w'"), 3);
+  EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE saga_id = 'sg_w'"), 2);
+  EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE outcome = 'transport' AND code = 'timeout'"), 1);
+  // Events: created, and the one write that said the state changed and won.
+  EXPECT_EQ(count("SELECT count(*) FROM outbox_event WHERE saga_id = 'sg_w'"), 2);
+}
+
+TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store a(pool, "a", 5s, 3s), b(pool, "b", 5s, 3s);
+    auto s = started("sg_c");
+    co_await a.async_create(s, saga_type::transfer, "h", t0);
+    EXPECT_EQ(s.wake, t0 + 2s);  // the hold's timeout
+
+    auto early = co_await b.async_claim(10, t0 + 2500ms);  // due, but a's lease runs to 5 s
+    EXPECT_FALSE(early.error) << early.error.message;
+    EXPECT_TRUE(early.sagas.empty());
+    std::int64_t held = 0;
+    co_await a.async_renew(t0 + 4s, held);  // a is alive: its lease now runs to 9 s
+    EXPECT_EQ(held, 1);
+    auto still_held = co_await b.async_claim(10, t0 + 6s);
+    EXPECT_TRUE(still_held.sagas.empty());
+
+    auto late = co_await b.async_claim(10, t0 + 10s);  // a died: its lease lapsed
+    EXPECT_EQ(late.sagas.size(), 1u);
+    if (late.sagas.size() == 1) {
+      EXPECT_EQ(late.sagas[0].s.id, "sg_c");
+      EXPECT_EQ(late.sagas[0].version, 2);
+      EXPECT_EQ(late.sagas[0].s.calls, s.calls);
+    }
+
+    saga_write old{&s, 1, true, true, {}};
+    auto fenced = co_await a.async_save(std::span(&old, 1), t0 + 11s);
+    EXPECT_EQ(fenced.versions, std::vector<std::int64_t>{0});
+    co_await a.async_renew(t0 + 11s, held);
+    EXPECT_EQ(held, 0);
+  });
+  EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner = 'b'"), 1);
+}
+
+TEST_F(SagaStore, FinishedSagasLetGoAndAreNeverClaimed) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store a(pool, "a", 1s, 3s);
+    auto s = started("sg_f");
+    co_await a.async_create(s, saga_type::transfer, "h", t0);
+    engine_for("transfer").on_answer(s, {0, 0, false}, rejected("insufficient_funds"), t0 + 1ms);
+    EXPECT_EQ(s.state, saga_state::failed);
+    saga_write w{&s, 1, true, true, {}};
+    auto saved = co_await a.async_save(std::span(&w, 1), t0 + 1ms);
+    EXPECT_EQ(saved.versions, std::vector<std::int64_t>{2});
+    auto claimed = co_await a.async_claim(10, t0 + 1h);
+    EXPECT_TRUE(claimed.sagas.empty());
+    auto got = co_await a.async_get("sg_f");
+    EXPECT_EQ(got.sagas.size(), 1u);
+    if (!got.sagas.empty()) {
+      EXPECT_EQ(got.sagas[0].s.state, saga_state::failed);
+      EXPECT_EQ(got.sagas[0].s.error, s.error);
+    }
+  });
+  EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner IS NULL AND wake_at IS NULL AND error_code = "
+                  "'insufficient_funds'"),
+            1);
+}
+
+TEST_F(SagaStore, ConcurrentClaimsNeverShareASaga) {
+  constexpr int sagas = 40;
+  std::set<std::string> by_a, by_b;
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store creator(pool, "gone", 1s, 3s), a(pool, "a", 10s, 3s), b(pool, "b", 10s, 3s);
+    for (int i = 0; i < sagas; ++i)
+      co_await creator.async_create(started("sg_" + std::to_string(i), "t-" + std::to_string(i)),
+                                    saga_type::transfer, "h", t0);
+    const auto later = t0 + 1h;  // "gone" never renewed
+    auto take = [&](saga_store& st, std::set<std::string>& mine) -> asio::awaitable<void> {
+      for (int round = 0; round < 20; ++round) {
+        auto r = co_await st.async_claim(3, later);
+        EXPECT_FALSE(r.error) << r.error.message;
+        for (const auto& c : r.sagas) mine.insert(c.s.id);
+      }
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (take(a, by_a) && take(b, by_b));
+  });
+  std::set<std::string> both;
+  for (const auto& id : by_a) {
+    EXPECT_FALSE(by_b.contains(id)) << id << " claimed twice";
+    both.insert(id);
+  }
+  both.insert(by_b.begin(), by_b.end());
+  EXPECT_EQ(both.size(), static_cast<std::size_t>(sagas));
+}
+
+}  // namespace
+}  // namespace tally::orch
