@@ -1,0 +1,70 @@
+#include "orchestrator/transport/shard_call.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace tally::orch {
+
+nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant) {
+  nlohmann::json j = {{"type", to_string(c.op)}, {"tenant", tenant}, {"account_id", c.account}};
+  switch (c.op) {
+    case participant_op::credit:
+    case participant_op::debit:
+      j["biz_id"] = c.biz_id;
+      j["amount"] = c.amount;
+      if (!c.memo.empty()) j["memo"] = c.memo;
+      break;
+    case participant_op::hold:
+      j["biz_id"] = c.biz_id;
+      j["amount"] = c.amount;
+      break;
+    case participant_op::capture:
+      j["biz_id"] = c.biz_id;
+      if (c.amount > 0) j["amount"] = c.amount;
+      break;
+    case participant_op::release: j["biz_id"] = c.biz_id; break;
+    case participant_op::refund:
+      j["biz_id"] = c.biz_id;
+      j["amount"] = c.amount;
+      j["original_type"] = c.original_type;
+      j["original_id"] = c.original_id;
+      break;
+    case participant_op::cancel_key:
+      j["target_type"] = c.target_type;
+      j["target_id"] = c.target_id;
+      break;
+  }
+  return j;
+}
+
+answer answer_from_result(const nlohmann::json& r) {
+  if (!r.is_object() || !r.contains("status") || !r["status"].is_string()) return {answer_kind::transport, "bad_reply"};
+  const auto status = r["status"].get<std::string>();
+  const auto code = r.contains("code") && r["code"].is_string() ? r["code"].get<std::string>() : std::string();
+  if (status == "succeeded") return {answer_kind::succeeded, ""};
+  if (status == "rejected") return {answer_kind::rejected, code.empty() ? "rejected" : code};
+  if (status == "conflict") return {answer_kind::conflict, code};
+  if (status == "cancelled") return {answer_kind::cancelled, ""};
+  if (status == "retry") return {answer_kind::retry, code.empty() ? "retry" : code};
+  if (status == "already_applied") {
+    const auto applied = r.value("applied", nlohmann::json::object());
+    const auto state = applied.value("state", std::string());
+    if (state == "succeeded") return {answer_kind::already_applied_succeeded, ""};
+    if (state.empty()) return {answer_kind::transport, "bad_reply"};
+    return {answer_kind::already_applied_other, applied.value("code", state)};
+  }
+  // A status this version does not know: ask again later rather than guess.
+  return {answer_kind::transport, "bad_reply"};
+}
+
+answer answer_from_status(int http_status) {
+  switch (http_status) {
+    case 0: return {answer_kind::transport, "unreachable"};
+    case 503: return {answer_kind::transport, "unavailable"};
+    case 401: return {answer_kind::transport, "unauthorized"};
+    case 400:
+    case 413: return {answer_kind::transport, "batch_refused"};
+    default: return {answer_kind::transport, "http_" + std::to_string(http_status)};
+  }
+}
+
+}  // namespace tally::orch

@@ -1,0 +1,23 @@
+#pragma once
+// The wire form of the engine's calls on account_shard's internal API: the
+// command a call becomes, and the engine's answer a shard's reply (or its
+// absence) means. Pure, so every mapping is unit-tested.
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "orchestrator/engine/engine.hpp"
+
+namespace tally::orch {
+
+// One command of a /v1/batch body.
+nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant);
+
+// One entry of a /v1/batch reply's "results".
+answer answer_from_result(const nlohmann::json& result);
+
+// The answer for every command of a batch that got no per-command results:
+// an HTTP status other than 200 (0 when the request failed in transport).
+answer answer_from_status(int http_status);
+
+}  // namespace tally::orch

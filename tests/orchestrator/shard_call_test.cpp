@@ -1,0 +1,85 @@
+// The engine's calls in the shard's wire form, and the shard's replies as
+// the engine's answers.
+#include "orchestrator/transport/shard_call.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tally::orch {
+namespace {
+
+using json = nlohmann::json;
+
+outgoing_call call(participant_op op) {
+  outgoing_call c;
+  c.op = op;
+  c.account = "alice";
+  c.biz_id = "sg_1";
+  c.amount = 30;
+  return c;
+}
+
+TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
+  auto credit = call(participant_op::credit);
+  credit.memo = "gift";
+  EXPECT_EQ(shard_command(credit, "t1"), (json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", "alice"},
+                                              {"biz_id", "sg_1"}, {"amount", 30}, {"memo", "gift"}}));
+  EXPECT_EQ(shard_command(call(participant_op::debit), "t1"),
+            (json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
+  EXPECT_EQ(shard_command(call(participant_op::hold), "t1"),
+            (json{{"type", "hold"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
+  auto capture = call(participant_op::capture);
+  capture.amount = 0;  // the whole hold
+  EXPECT_EQ(shard_command(capture, "t1"),
+            (json{{"type", "capture"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}}));
+  EXPECT_EQ(shard_command(call(participant_op::release), "t1"),
+            (json{{"type", "release"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}}));
+  auto refund = call(participant_op::refund);
+  refund.original_type = "capture";
+  refund.original_id = "sg_0";
+  EXPECT_EQ(shard_command(refund, "t1"),
+            (json{{"type", "refund"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
+                  {"original_type", "capture"}, {"original_id", "sg_0"}}));
+  outgoing_call cancel;
+  cancel.op = participant_op::cancel_key;
+  cancel.account = "bob";
+  cancel.target_type = "credit";
+  cancel.target_id = "sg_1";
+  EXPECT_EQ(shard_command(cancel, "t1"), (json{{"type", "cancel_key"}, {"tenant", "t1"}, {"account_id", "bob"},
+                                              {"target_type", "credit"}, {"target_id", "sg_1"}}));
+}
+
+TEST(ShardAnswer, EveryReplyStatusMapsToOneAnswer) {
+  auto kind = [](const json& j) { return answer_from_result(j).kind; };
+  EXPECT_EQ(kind({{"status", "succeeded"}, {"replayed", true}}), answer_kind::succeeded);
+  auto r = answer_from_result({{"status", "rejected"}, {"code", "insufficient_funds"}});
+  EXPECT_EQ(r.kind, answer_kind::rejected);
+  EXPECT_EQ(r.code, "insufficient_funds");
+  EXPECT_EQ(kind({{"status", "conflict"}, {"code", "idempotency_conflict"}}), answer_kind::conflict);
+  EXPECT_EQ(kind({{"status", "cancelled"}}), answer_kind::cancelled);
+  auto retry = answer_from_result({{"status", "retry"}, {"code", "account_frozen"}});
+  EXPECT_EQ(retry.kind, answer_kind::retry);
+  EXPECT_EQ(retry.code, "account_frozen");
+  EXPECT_EQ(kind({{"status", "already_applied"}, {"applied", {{"state", "succeeded"}, {"amount", 30}}}}),
+            answer_kind::already_applied_succeeded);
+  auto other = answer_from_result(
+      {{"status", "already_applied"}, {"applied", {{"state", "rejected"}, {"code", "account_not_found"}}}});
+  EXPECT_EQ(other.kind, answer_kind::already_applied_other);
+  EXPECT_EQ(other.code, "account_not_found");
+  EXPECT_EQ(answer_from_result({{"status", "already_applied"}, {"applied", {{"state", "cancelled"}}}}).code,
+            "cancelled");
+}
+
+TEST(ShardAnswer, AnythingUnreadableIsAnUnknownOutcome) {
+  for (const json& j : {json(nullptr), json::array(), json{{"code", "x"}}, json{{"status", 1}},
+                        json{{"status", "maybe"}}, json{{"status", "already_applied"}}})
+    EXPECT_EQ(answer_from_result(j).kind, answer_kind::transport) << j.dump();
+  EXPECT_EQ(answer_from_status(503).code, "unavailable");
+  EXPECT_EQ(answer_from_status(0).code, "unreachable");
+  EXPECT_EQ(answer_from_status(400).code, "batch_refused");
+  EXPECT_EQ(answer_from_status(500).code, "http_500");
+  EXPECT_EQ(answer_from_status(503).kind, answer_kind::transport);
+}
+
+}  // namespace
+}  // namespace tally::orch
