@@ -377,10 +377,12 @@ void engine::advance(saga& s, instant now, decision& d) const {
   if (s.stage == phase::done) return;
   const bool undoing = s.stage == phase::compensating;
   for (const auto& c : s.calls.at(s.cursor)) {
+    // An undo stops mattering once its call turns out not to have applied.
+    if (undoing && !c.may_have_applied()) continue;
     const auto& p = undoing ? c.undo : c.forward;
     if (p.status == call_status::in_flight || p.status == call_status::waiting) consider(p.due);
   }
-  if (s.stage == phase::forward && !past_pivot(s)) consider(s.deadline);
+  if (s.stage == phase::forward && !past_pivot(s) && !confirmed_past_hold(s)) consider(s.deadline);
   if (s.stage == phase::awaiting && s.hold_deadline) consider(*s.hold_deadline);
 }
 

@@ -283,6 +283,7 @@ TEST(HeldDeduction, WaitsForConfirmThenCaptures) {
   EXPECT_EQ(e.confirm(s, t0 + 30s, d), engine::request_result::done);  // past the saga deadline: still captures
   ASSERT_EQ(d.send.size(), 1u);
   EXPECT_EQ(d.send[0].op, participant_op::capture);
+  EXPECT_EQ(s.wake, t0 + 32s);  // the capture's timeout, not the deadline long past (found by the simulation)
   decision twice;
   EXPECT_EQ(e.confirm(s, t0 + 30s, twice), engine::request_result::already);
   EXPECT_TRUE(twice.send.empty());
@@ -385,6 +386,20 @@ TEST(BatchDeduct, OneShortAccountReleasesEveryOtherHold) {
   e.on_answer(s, {0, 2, true}, ok(), t0 + 3ms);
   EXPECT_EQ(s.state, saga_state::failed);
   EXPECT_EQ(s.error->code, "insufficient_funds");
+}
+
+TEST(BatchDeduct, AnUndoNoLongerNeededIsNotWaitedFor) {
+  auto e = engine_for("batch_deduct");
+  auto s = batch(2);
+  e.start(s, t0);
+  e.on_answer(s, {0, 0, false}, rejected("insufficient_funds"), t0 + 1ms);  // item 1's hold still in flight
+  // Item 1's release overtakes its hold, whose late answer is the refusal
+  // the tombstone causes: it never applied, so its release's fate no
+  // longer matters, and the saga must not wake for it (found by the
+  // simulation: it woke at its own instant forever).
+  e.on_answer(s, {0, 1, false}, rejected("hold_released"), t0 + 2ms);
+  EXPECT_EQ(s.state, saga_state::failed);
+  EXPECT_FALSE(s.wake);
 }
 
 TEST(Credit, RejectionFailsAndUnknownOutcomeAtTheDeadlineIsSettledByCancelKey) {
