@@ -2,9 +2,9 @@
 // shards that run account_shard's own decision code (ledger/decide.cpp), in
 // the spirit of TigerBeetle's simulator. Faults: requests and replies lost,
 // requests duplicated, replies late past the call timeout, shards down for
-// a while, the orchestrator crashing (it then knows only what it persisted
-// before sending each call) and restarting. The app confirms, cancels or
-// forgets held deductions. After each seed: every saga terminal (promise 5),
+// a while, accounts frozen for a while, the orchestrator crashing (it then
+// knows only what it persisted before sending each call) and restarting.
+// The app confirms, cancels or forgets held deductions. After each seed: every saga terminal (promise 5),
 // one effect per key and balance = ledger (promise 2, 3), conservation and
 // no held value left (promise 4), and each saga's effects match its end
 // state.
@@ -74,7 +74,7 @@ struct sim_saga {
   int incarnation = 0;   // of the orchestrator that holds `live`
 };
 
-enum class ev { start, wake, arrive, reply, app, crash, restart, shard_down, shard_up, refunds };
+enum class ev { start, wake, arrive, reply, app, crash, restart, shard_down, shard_up, freeze, unfreeze, refunds };
 
 struct event {
   ms at;
@@ -93,7 +93,7 @@ struct event {
 // What the seeds did, for the summary line (and to see that faults happen).
 struct tally_of_runs {
   std::map<std::string, std::uint64_t> sagas_by_end;  // "transfer compensated" -> n
-  std::uint64_t crashes = 0, outages = 0, lost = 0, duplicated = 0, late = 0, calls = 0;
+  std::uint64_t crashes = 0, outages = 0, freezes = 0, lost = 0, duplicated = 0, late = 0, calls = 0;
 };
 
 class simulation {
@@ -117,6 +117,13 @@ class simulation {
         push({from, 0, ev::shard_down, 0, 0, {}, {}, {}, s});
         push({from + ms(pick(50, 4000)), 0, ev::shard_up, 0, 0, {}, {}, {}, s});
       }
+    // An operator freezes an account for a while (a reconciliation finding).
+    for (int f = pick(0, 2); f > 0; --f) {
+      const int account = pick(0, shards * accounts_per_shard - 1);
+      const auto from = ms(pick(0, 20000));
+      push({from, 0, ev::freeze, static_cast<std::size_t>(account)});
+      push({from + ms(pick(100, 5000)), 0, ev::unfreeze, static_cast<std::size_t>(account)});
+    }
     push({ms(25000), 0, ev::refunds});
     std::uint64_t same_instant = 0;
     while (!queue_.empty()) {
@@ -334,6 +341,15 @@ class simulation {
         shards_[e.shard].up = false;
         return;
       case ev::shard_up: shards_[e.shard].up = true; return;
+      case ev::freeze:
+      case ev::unfreeze: {
+        // e.saga carries the account's number here.
+        const auto id = account_name(static_cast<int>(e.saga));
+        auto& acc = shards_[shard_of(id)].state.accounts.at(shard::batch_state::account_key(tenant, id));
+        acc.status = e.what == ev::freeze ? shard::account_status::frozen : shard::account_status::active;
+        stats_.freezes += e.what == ev::freeze ? 1 : 0;
+        return;
+      }
       case ev::refunds: start_refunds(); return;
     }
   }
@@ -465,11 +481,12 @@ TEST(Simulation, EveryPromiseHoldsUnderFaults) {
   std::string ends;
   for (const auto& [what, n] : stats.sagas_by_end) ends += "\n    " + what + ": " + std::to_string(n);
   std::printf("simulation: %llu seeds, %llu calls (%llu lost, %llu duplicated, %llu late), %llu orchestrator crashes, "
-              "%llu shard outages; sagas by end state:%s\n",
+              "%llu shard outages, %llu account freezes; sagas by end state:%s\n",
               static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(stats.calls),
               static_cast<unsigned long long>(stats.lost), static_cast<unsigned long long>(stats.duplicated),
               static_cast<unsigned long long>(stats.late), static_cast<unsigned long long>(stats.crashes),
-              static_cast<unsigned long long>(stats.outages), ends.c_str());
+              static_cast<unsigned long long>(stats.outages), static_cast<unsigned long long>(stats.freezes),
+              ends.c_str());
 }
 
 }  // namespace
