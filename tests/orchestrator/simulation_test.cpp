@@ -25,6 +25,7 @@
 #include "account_shard/ledger/command.hpp"
 #include "account_shard/ledger/decide.hpp"
 #include "orchestrator/saga/codec.hpp"
+#include "orchestrator/saga/ids.hpp"
 #include "orchestrator/transport/shard_call.hpp"
 
 namespace tally::orch {
@@ -157,6 +158,12 @@ class simulation {
     return engine(*find_workflow(w), [this] { return std::uniform_real_distribution<double>(0, 1)(rng_); });
   }
 
+  std::string new_id() {
+    std::array<std::uint8_t, 10> random;
+    for (auto& b : random) b = static_cast<std::uint8_t>(pick(0, 255));
+    return new_saga_id(at(now_), random);
+  }
+
   std::string random_account() {
     // A third of the sagas touch the hot account.
     return chance(0.33) ? account_name(0) : account_name(pick(0, shards * accounts_per_shard - 1));
@@ -165,7 +172,7 @@ class simulation {
   void add_saga(ms when) {
     sim_saga s;
     auto& g = s.live;
-    g.id = "sg_" + std::to_string(sagas_.size());
+    g.id = new_id();
     g.tenant = tenant;
     g.biz_id = "b" + std::to_string(sagas_.size());
     const int roll = pick(0, 99);
@@ -362,7 +369,7 @@ class simulation {
       if (o.live.state != saga_state::completed || !chance(0.5)) continue;
       sim_saga r;
       auto& g = r.live;
-      g.id = "sg_" + std::to_string(sagas_.size());
+      g.id = new_id();
       g.tenant = tenant;
       g.biz_id = "r" + std::to_string(sagas_.size());
       g.input.original_saga_id = o.live.id;
