@@ -247,15 +247,18 @@ void engine::run_forward(saga& s, instant now, decision& d, bool& again) const {
   }
   for (std::size_t i = 0; i < calls.size(); ++i) {
     auto& c = calls[i].forward;
-    if (c.status == call_status::in_flight && now >= c.due) {
-      // No answer in time: the outcome is unknown; the same key goes again.
-      c.status = call_status::waiting;
-      c.code = "timeout";
-      c.due = now + backoff(st.retry, c.attempts, random_);
-    }
+    expire_if_overdue(c, st.retry, now);
     if (c.status == call_status::idle || (c.status == call_status::waiting && now >= c.due))
       send(s, {s.cursor, i, false}, now, d);
   }
+}
+
+void engine::expire_if_overdue(call_progress& c, const retry_policy& p, instant now) const {
+  if (c.status != call_status::in_flight || now < c.due) return;
+  // No answer in time: the outcome is unknown; the same key goes again.
+  c.status = call_status::waiting;
+  c.code = "timeout";
+  c.due = now + backoff(p, c.attempts, random_);
 }
 
 bool engine::confirmed_past_hold(const saga& s) const {
@@ -293,11 +296,7 @@ void engine::run_compensation(saga& s, instant now, decision& d, bool& again) co
         case call_status::not_applied: settled = false; continue;
         case call_status::in_flight:
           settled = false;
-          if (now >= u.due) {
-            u.status = call_status::waiting;
-            u.code = "timeout";
-            u.due = now + backoff(st.retry, u.attempts, random_);
-          }
+          expire_if_overdue(u, st.retry, now);
           break;
         case call_status::idle:
         case call_status::waiting: settled = false; break;
@@ -321,19 +320,21 @@ void engine::update_attention(saga& s) const {
   const auto& st = workflow_.steps.at(s.cursor);
   const bool undoing = s.stage == phase::compensating;
   const auto& calls = s.calls.at(s.cursor);
+  const bool pivot_passed = !undoing && past_pivot(s);
   for (std::size_t i = 0; i < calls.size() && s.attention.empty(); ++i) {
     const auto& c = undoing ? calls[i].undo : calls[i].forward;
-    const auto where = (undoing ? "undo of step " : "step ") + st.name + " on account " + account_of(s, st, i);
+    // Built only for the call that needs an operator: a batch step has up to 1000.
+    auto where = [&] { return (undoing ? "undo of step " : "step ") + st.name + " on account " + account_of(s, st, i); };
     if (c.status == call_status::waiting && c.code == conflict_code)
-      s.attention = where + ": the shard reports an idempotency conflict";
+      s.attention = where() + ": the shard reports an idempotency conflict";
     else if (c.status == call_status::waiting && c.attempts >= st.retry.attempt_budget)
-      s.attention = where + ": no answer after " + std::to_string(c.attempts) + " attempts (last: " + c.code + ")";
-    else if (!undoing && c.status == call_status::rejected && past_pivot(s))
-      s.attention = where + " was refused after the pivot: " + c.code;
+      s.attention = where() + ": no answer after " + std::to_string(c.attempts) + " attempts (last: " + c.code + ")";
+    else if (pivot_passed && c.status == call_status::rejected)
+      s.attention = where() + " was refused after the pivot: " + c.code;
     else if (undoing && (c.status == call_status::rejected || c.status == call_status::not_applied))
-      s.attention = where + " was refused: " + c.code;
+      s.attention = where() + " was refused: " + c.code;
     else if (undoing && c.status == call_status::applied && !st.pivot)
-      s.attention = where + ": the effect applied and cannot be cancelled";
+      s.attention = where() + ": the effect applied and cannot be cancelled";
   }
   if (!s.attention.empty()) {
     s.state = saga_state::needs_attention;
@@ -396,8 +397,9 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
     c.code = std::move(code);
     c.due = now + delay;
   };
-  const auto delay = c.attempts >= st.retry.attempt_budget ? st.retry.max_backoff
-                                                           : backoff(st.retry, c.attempts, random_);
+  auto delay = [&] {
+    return c.attempts >= st.retry.attempt_budget ? st.retry.max_backoff : backoff(st.retry, c.attempts, random_);
+  };
   switch (a.kind) {
     case answer_kind::succeeded:
       c.status = call_status::succeeded;
@@ -420,9 +422,9 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
       c.status = undo ? call_status::succeeded : call_status::rejected;
       c.code = undo ? "" : a.code;
       break;
-    case answer_kind::retry: wait(a.code, delay); break;
+    case answer_kind::retry: wait(a.code, delay()); break;
     case answer_kind::conflict: wait(std::string(conflict_code), st.retry.max_backoff); break;
-    case answer_kind::transport: wait(a.code.empty() ? "unavailable" : a.code, delay); break;
+    case answer_kind::transport: wait(a.code.empty() ? "unavailable" : a.code, delay()); break;
   }
   if (c.status != call_status::waiting) c.finished = now;
 }

@@ -32,6 +32,9 @@
 namespace tally::orch {
 
 using instant = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
+// Unix milliseconds, the form instants are stored and sent in.
+inline std::int64_t unix_ms(instant t) { return t.time_since_epoch().count(); }
+inline instant instant_from_unix_ms(std::int64_t ms) { return instant{std::chrono::milliseconds(ms)}; }
 
 enum class saga_state {
   pending,
@@ -220,6 +223,7 @@ class engine {
   void send(saga& s, const call_ref& ref, instant now, decision& d) const;
   void note_answer(call_progress& c, const step_def& st, bool undo, const answer& a, instant now) const;
   bool confirmed_past_hold(const saga& s) const;
+  void expire_if_overdue(call_progress& c, const retry_policy& p, instant now) const;
   void update_attention(saga& s) const;
   outgoing_call make_call(const saga& s, const call_ref& ref) const;
   std::string account_of(const saga& s, const step_def& st, std::size_t item) const;

@@ -12,12 +12,10 @@ namespace {
 
 using json = nlohmann::json;
 
-std::int64_t ms_of(instant t) { return t.time_since_epoch().count(); }
-instant instant_of(std::int64_t ms) { return instant{std::chrono::milliseconds(ms)}; }
 
 json call_json(const call_progress& c) {
   return {{"s", to_string(c.status)}, {"n", c.attempts},        {"c", c.code},
-          {"d", ms_of(c.due)},       {"t0", ms_of(c.started)}, {"t1", ms_of(c.finished)}};
+          {"d", unix_ms(c.due)},       {"t0", unix_ms(c.started)}, {"t1", unix_ms(c.finished)}};
 }
 
 call_progress call_from(const json& j) {
@@ -27,9 +25,9 @@ call_progress call_from(const json& j) {
   c.status = *status;
   c.attempts = j.at("n").get<int>();
   c.code = j.at("c").get<std::string>();
-  c.due = instant_of(j.at("d").get<std::int64_t>());
-  c.started = instant_of(j.at("t0").get<std::int64_t>());
-  c.finished = instant_of(j.at("t1").get<std::int64_t>());
+  c.due = instant_from_unix_ms(j.at("d").get<std::int64_t>());
+  c.started = instant_from_unix_ms(j.at("t0").get<std::int64_t>());
+  c.finished = instant_from_unix_ms(j.at("t1").get<std::int64_t>());
   return c;
 }
 
@@ -54,7 +52,7 @@ std::string step_state(const std::vector<call_state>& calls) {
 
 }  // namespace
 
-std::string to_rfc3339(instant t) { return time::rfc3339_ms(ms_of(t)); }
+std::string to_rfc3339(instant t) { return time::rfc3339_ms(unix_ms(t)); }
 
 json input_to_json(const saga_input& in) {
   json j = json::object();
@@ -105,7 +103,7 @@ json progress_to_json(const saga& s) {
           {"cursor", s.cursor},
           {"confirmed", s.confirmed},
           {"end", to_string(s.end_after_compensation)},
-          {"hold_deadline", s.hold_deadline ? json(ms_of(*s.hold_deadline)) : json(nullptr)},
+          {"hold_deadline", s.hold_deadline ? json(unix_ms(*s.hold_deadline)) : json(nullptr)},
           {"calls", std::move(steps)}};
 }
 
@@ -119,7 +117,7 @@ bool progress_from_json(const json& j, saga& s, std::string& error) {
     s.cursor = j.at("cursor").get<std::size_t>();
     s.confirmed = j.at("confirmed").get<bool>();
     const auto& hd = j.at("hold_deadline");
-    s.hold_deadline = hd.is_null() ? std::nullopt : std::optional<instant>(instant_of(hd.get<std::int64_t>()));
+    s.hold_deadline = hd.is_null() ? std::nullopt : std::optional<instant>(instant_from_unix_ms(hd.get<std::int64_t>()));
     s.calls.clear();
     for (const auto& step : j.at("calls")) {
       auto& calls = s.calls.emplace_back();

@@ -63,9 +63,7 @@ constexpr std::string_view sql_renew =
 
 #undef TALLY_SAGA_COLUMNS
 
-std::int64_t ms_of(instant t) { return t.time_since_epoch().count(); }
-instant instant_of(std::int64_t ms) { return instant{std::chrono::milliseconds(ms)}; }
-param ms_param(instant t) { return std::to_string(ms_of(t)); }
+param ms_param(instant t) { return std::to_string(unix_ms(t)); }
 param opt_ms(const std::optional<instant>& t) { return t ? ms_param(*t) : param{}; }
 param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
 std::string boolean(bool b) { return b ? "true" : "false"; }
@@ -96,10 +94,10 @@ pg::error decode(const pg::result& r, std::vector<stored_saga>& out) {
     s.state = *state;
     if (!r.is_null(i, 9)) s.error = saga_error{std::string(r.text(i, 9)), std::string(r.text(i, 10))};
     s.attention = r.is_null(i, 11) ? "" : std::string(r.text(i, 11));
-    s.created = instant_of(r.int64(i, 12));
-    st.updated = instant_of(r.int64(i, 13));
-    s.deadline = instant_of(r.int64(i, 14));
-    s.wake = r.is_null(i, 15) ? std::nullopt : std::optional<instant>(instant_of(r.int64(i, 15)));
+    s.created = instant_from_unix_ms(r.int64(i, 12));
+    st.updated = instant_from_unix_ms(r.int64(i, 13));
+    s.deadline = instant_from_unix_ms(r.int64(i, 14));
+    s.wake = r.is_null(i, 15) ? std::nullopt : std::optional<instant>(instant_from_unix_ms(r.int64(i, 15)));
     st.version = r.int64(i, 16);
     out.push_back(std::move(st));
   }
@@ -167,7 +165,7 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
       attempt.push_back(a.attempt);
       shard.push_back(a.shard);
       command.push_back(a.command);
-      sent.push_back(ms_of(a.sent));
+      sent.push_back(unix_ms(a.sent));
       outcome.push_back(a.outcome ? param{*a.outcome} : param{});
       code.push_back(opt_text(a.code));
       answered.push_back(opt_ms(a.answered));
