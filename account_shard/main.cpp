@@ -6,7 +6,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <iostream>
 #include <memory>
 #include <string_view>
 
@@ -168,22 +167,6 @@ struct app {
   bool stopping_ = false;
 };
 
-void migrate_with_retry(const settings& s) {
-  auto migrations = migrate::load(s.migrations_dir);
-  for (int attempt = 0;; ++attempt) {
-    try {
-      auto r = migrate::apply(s.conninfo, migrations);
-      log::info("migrations", {{"applied", r.applied}, {"version", r.current_version}});
-      return;
-    } catch (const std::exception& e) {
-      // The database may still be starting; a changed migration is fatal.
-      if (attempt >= 60 || std::string_view(e.what()).find("changed after") != std::string_view::npos) throw;
-      log::warn("migrations: database not reachable yet", {{"error", e.what()}});
-      sleep(1);
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,7 +176,7 @@ int main(int argc, char** argv) {
     log::init("account_shard", log::parse_level(cfg.get_string("log.level", "info")));
     failpoint::arm_from_env();
     settings s = read_settings(cfg);
-    migrate_with_retry(s);
+    migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
     if (migrate_only) return 0;
 
     asio::io_context io(1);
@@ -218,8 +201,7 @@ int main(int argc, char** argv) {
     io.run();
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << R"({"level":"error","service":"account_shard","msg":"fatal","error":)"
-              << nlohmann::json(e.what()).dump() << "}\n";
+    log::fatal("account_shard", e.what());
     return 1;
   }
 }

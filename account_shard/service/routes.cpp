@@ -1,7 +1,5 @@
 #include "account_shard/service/routes.hpp"
 
-#include <openssl/crypto.h>
-
 #include <charconv>
 #include <optional>
 #include <string_view>
@@ -10,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/command.hpp"
-#include "common/failpoint/failpoint.hpp"
+#include "common/http/routing.hpp"
 #include "common/log/log.hpp"
 
 namespace tally::shard {
@@ -24,60 +22,12 @@ namespace {
 
 constexpr std::size_t max_batch_commands = 1000;
 
-struct target {
-  std::vector<std::string_view> path;  // segments
-  std::string_view query;
-};
-
-target split_target(std::string_view t) {
-  target out;
-  auto q = t.find('?');
-  if (q != std::string_view::npos) {
-    out.query = t.substr(q + 1);
-    t = t.substr(0, q);
-  }
-  while (!t.empty()) {
-    if (t.front() == '/') {
-      t.remove_prefix(1);
-      continue;
-    }
-    auto slash = t.find('/');
-    out.path.push_back(t.substr(0, slash));
-    t = slash == std::string_view::npos ? std::string_view{} : t.substr(slash);
-  }
-  return out;
-}
-
-std::optional<std::string_view> query_param(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto pair = query.substr(0, amp);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-  }
-  return std::nullopt;
-}
-
-std::optional<std::int64_t> to_int(std::string_view s) {
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-bool token_ok(const request& req, const std::string& token) {
-  auto it = req.find(bhttp::field::authorization);
-  if (it == req.end()) return false;
-  std::string_view v(it->value().data(), it->value().size());
-  constexpr std::string_view bearer = "Bearer ";
-  if (!v.starts_with(bearer)) return false;
-  v.remove_prefix(bearer.size());
-  return v.size() == token.size() && CRYPTO_memcmp(v.data(), token.data(), token.size()) == 0;
-}
+using http::query_param;
+using http::split_target;
+using http::to_int;
 
 response json(const request& req, unsigned status, const nlohmann::json& body) {
-  return http::make_json_response(req, status, body.dump());
+  return http::json_response(req, status, body);
 }
 
 response bad_request(const request& req, std::string_view message) {
@@ -109,33 +59,18 @@ std::string result_json(const submit_result& r) {
   return "{}";
 }
 
-std::optional<nlohmann::json> parse_body(const request& req) {
-  auto j = nlohmann::json::parse(req.body(), nullptr, false);
-  if (j.is_discarded()) return std::nullopt;
-  return j;
-}
-
 class router {
  public:
-  explicit router(route_context& ctx) : ctx_(ctx) {}
+  explicit router(route_context& ctx)
+      : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
   asio::awaitable<response> operator()(request req) {
     auto t = split_target(std::string_view(req.target().data(), req.target().size()));
     const auto& p = t.path;
     auto method = req.method();
-    if (p.size() == 1 && method == bhttp::verb::get) {
-      if (p[0] == "healthz") co_return json(req, 200, {{"status", "ok"}});
-      if (p[0] == "readyz")
-        co_return ctx_.ready() ? json(req, 200, {{"status", "ready"}})
-                               : http::make_error_response(req, 503, "unavailable", "not ready");
-      if (p[0] == "metrics") {
-        response res = http::make_json_response(req, 200, ctx_.metrics.render());
-        res.set(bhttp::field::content_type, "text/plain; version=0.0.4");
-        co_return res;
-      }
-    }
+    if (auto probe = http::probe_response(req, t, probes_)) co_return std::move(*probe);
     if (p.empty() || p[0] != "v1") co_return http::make_error_response(req, 404, "not_found", "no such route");
-    if (!token_ok(req, ctx_.internal_token))
+    if (!http::bearer_token_ok(req, ctx_.internal_token))
       co_return http::make_error_response(req, 401, "unauthorized", "missing or wrong internal token");
 
     if (method == bhttp::verb::post && p.size() == 2 && p[1] == "commands") co_return co_await single(req);
@@ -183,27 +118,13 @@ class router {
       if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
       co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch()));
     }
-    if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") {
-      if (method == bhttp::verb::get) co_return json(req, 200, {{"spec", failpoint::describe()}});
-      if (method == bhttp::verb::post) {
-        auto body = parse_body(req);
-        if (!body || !body->is_object() || !body->contains("spec") || !(*body)["spec"].is_string())
-          co_return bad_request(req, "body must be {\"spec\": \"name=action,...\"}");
-        try {
-          failpoint::arm((*body)["spec"].get<std::string>());
-        } catch (const std::invalid_argument& e) {
-          co_return bad_request(req, e.what());
-        }
-        log::warn("failpoints armed", {{"spec", failpoint::describe()}});
-        co_return json(req, 200, {{"spec", failpoint::describe()}});
-      }
-    }
+    if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);
     co_return http::make_error_response(req, 404, "not_found", "no such route");
   }
 
  private:
   asio::awaitable<response> single(const request& req) {
-    auto body = parse_body(req);
+    auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     auto parsed = parse_command(*body);
     if (auto* bad = std::get_if<invalid_command>(&parsed)) co_return bad_request(req, bad->message);
@@ -214,7 +135,7 @@ class router {
   }
 
   asio::awaitable<response> batch(const request& req) {
-    auto body = parse_body(req);
+    auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     if (!body->is_object() || body->size() != 1 || !body->contains("commands") || !(*body)["commands"].is_array())
       co_return bad_request(req, "body must be {\"commands\": [...]}");
@@ -241,14 +162,13 @@ class router {
   }
 
   route_context& ctx_;
+  http::service_probes probes_;
 };
 
 }  // namespace
 
 http::handler make_handler(route_context& ctx) {
-  return [r = std::make_shared<router>(ctx)](request req) -> asio::awaitable<response> {
-    co_return co_await (*r)(std::move(req));
-  };
+  return http::shared_handler(std::make_shared<router>(ctx));
 }
 
 }  // namespace tally::shard

@@ -106,6 +106,7 @@ asio::awaitable<client_response> client::async_request(request req, std::chrono:
   }
 
   auto& stream = *self.stream_;
+  out.sent = true;
   auto [write_ec, write_n] = co_await bhttp::async_write(stream, req, use_tuple);
   if (write_ec) {
     fail(write_ec);

@@ -17,6 +17,9 @@ namespace tally::http {
 struct client_response {
   boost::system::error_code error;  // transport error (timeout → boost::asio::error::timed_out)
   response message;                 // valid when !error
+  // Whether any of the request may have reached the server: false when the
+  // connection could not be made, so the server cannot have acted on it.
+  bool sent = false;
 };
 
 class client {

@@ -134,4 +134,16 @@ level parse_level(std::string_view name) {
   return level::info;
 }
 
+void fatal(std::string_view service, std::string_view what) {
+  try {
+    const std::string line = "{\"ts\":\"" + timestamp() + "\",\"level\":\"error\",\"service\":" +
+                             dump(json(std::string(service))) + ",\"msg\":\"fatal\",\"error\":" +
+                             dump(json(std::string(what))) + "}\n";
+    const std::lock_guard lock(mutex_);
+    write_line(line);
+  } catch (...) {
+    write_line("{\"level\":\"error\",\"msg\":\"fatal\"}\n");
+  }
+}
+
 }  // namespace tally::log

@@ -13,6 +13,8 @@ enum class level { debug, info, warn, error };
 
 void init(std::string_view service, level min_level = level::info);
 void write(level lvl, std::string_view msg, const nlohmann::json& fields = nlohmann::json::object());
+// A service's last words (a JSON line on stderr), usable before init().
+void fatal(std::string_view service, std::string_view what);
 inline void debug(std::string_view m, const nlohmann::json& f = nlohmann::json::object()) { write(level::debug, m, f); }
 inline void info(std::string_view m, const nlohmann::json& f = nlohmann::json::object()) { write(level::info, m, f); }
 inline void warn(std::string_view m, const nlohmann::json& f = nlohmann::json::object()) { write(level::warn, m, f); }

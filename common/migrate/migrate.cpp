@@ -3,13 +3,17 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 
 #include "common/digest/sha256.hpp"
+#include "common/log/log.hpp"
 
 namespace tally::migrate {
 namespace {
@@ -93,6 +97,21 @@ outcome apply(const std::string& conninfo, const std::vector<migration>& migrati
   }
   exec(c.get(), "COMMIT");
   return result;
+}
+
+outcome apply_when_reachable(const std::string& conninfo, const std::filesystem::path& dir) {
+  auto migrations = load(dir);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      auto r = migrate::apply(conninfo, migrations);
+      log::info("migrations", {{"applied", r.applied}, {"version", r.current_version}});
+      return r;
+    } catch (const std::exception& e) {
+      if (attempt >= 60 || std::string_view(e.what()).find("changed after") != std::string_view::npos) throw;
+      log::warn("migrations: database not reachable yet", {{"error", e.what()}});
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
 }
 
 }  // namespace tally::migrate

@@ -31,4 +31,9 @@ struct outcome {
 // message when a migration fails or an applied one was edited.
 outcome apply(const std::string& conninfo, const std::vector<migration>& migrations);
 
+// Loads `dir` and applies it, waiting up to a minute for the database to
+// accept connections (it may still be starting); logs what it applied. A
+// changed migration fails at once.
+outcome apply_when_reachable(const std::string& conninfo, const std::filesystem::path& dir);
+
 }  // namespace tally::migrate

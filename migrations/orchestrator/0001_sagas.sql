@@ -70,3 +70,16 @@ CREATE TABLE outbox_event (
   UNIQUE (saga_id, saga_version)
 );
 CREATE INDEX outbox_event_tx ON outbox_event (tx_id, id);
+
+-- Confirm, cancel, abort and retry requests for sagas that another instance
+-- may hold: the holder takes them (or whoever claims the saga next).
+CREATE TABLE saga_action (
+  id bigserial PRIMARY KEY,
+  saga_id text COLLATE "C" NOT NULL REFERENCES saga (saga_id),
+  action text NOT NULL CHECK (action IN ('confirm', 'cancel', 'abort', 'retry')),
+  status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'taken', 'finished')),
+  result text,
+  requested_at timestamptz NOT NULL DEFAULT now(),
+  finished_at timestamptz
+);
+CREATE INDEX saga_action_pending ON saga_action (saga_id) WHERE status = 'pending';

@@ -85,8 +85,8 @@ std::optional<phase> phase_from(std::string_view s) {
 bool call_state::may_have_applied() const {
   // A call answered only "not now" may still have a duplicate on its way:
   // it is fenced off like one that might have applied.
-  return forward.status == call_status::in_flight || forward.status == call_status::waiting ||
-         forward.status == call_status::succeeded;
+  return forward.status == call_status::in_flight || forward.status == call_status::succeeded ||
+         (forward.status == call_status::waiting && forward.delivered);
 }
 
 std::string step_key(const saga& s) { return s.id; }
@@ -257,6 +257,7 @@ void engine::expire_if_overdue(call_progress& c, const retry_policy& p, instant 
   if (c.status != call_status::in_flight || now < c.due) return;
   // No answer in time: the outcome is unknown; the same key goes again.
   c.status = call_status::waiting;
+  c.delivered = true;
   c.code = "timeout";
   c.due = now + backoff(p, c.attempts, random_);
 }
@@ -392,6 +393,7 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
   // earlier attempt, or a retry answer overtaken by the real one) change
   // nothing.
   if (c.status != call_status::in_flight && c.status != call_status::waiting) return;
+  if (a.kind != answer_kind::not_delivered) c.delivered = true;
   auto wait = [&](std::string code, std::chrono::milliseconds delay) {
     c.status = call_status::waiting;
     c.code = std::move(code);
@@ -425,6 +427,7 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
     case answer_kind::retry: wait(a.code, delay()); break;
     case answer_kind::conflict: wait(std::string(conflict_code), st.retry.max_backoff); break;
     case answer_kind::transport: wait(a.code.empty() ? "unavailable" : a.code, delay()); break;
+    case answer_kind::not_delivered: wait(a.code.empty() ? "unreachable" : a.code, delay()); break;
   }
   if (c.status != call_status::waiting) c.finished = now;
 }
@@ -456,6 +459,19 @@ decision engine::on_wake(saga& s, instant now) const {
   decision d;
   if (s.stage != phase::done) advance(s, now, d);
   return d;
+}
+
+decision engine::recover(saga& s, instant now) const {
+  for (auto& step : s.calls)
+    for (auto& c : step)
+      for (auto* p : {&c.forward, &c.undo})
+        if (p->status == call_status::in_flight) {
+          p->status = call_status::waiting;
+          p->delivered = true;  // it may have been sent before the crash
+          p->code = "recovered";
+          p->due = now;
+        }
+  return on_wake(s, now);
 }
 
 namespace {

@@ -92,6 +92,9 @@ struct call_progress {
   instant due{};
   instant started{};   // first sent
   instant finished{};  // final status reached
+  // Whether any attempt may have reached the participant. A call whose
+  // every attempt was refused at connect cannot have taken effect.
+  bool delivered = false;
   bool operator==(const call_progress&) const = default;
 };
 
@@ -171,6 +174,7 @@ enum class answer_kind {
   retry,           // not decided, nothing stored; `code` says why
   conflict,        // the key was used with other content (a bug: keys are derived)
   transport,       // unavailable, timed out, connection lost: the outcome is unknown
+  not_delivered,   // the request never reached the participant (connection refused)
 };
 
 struct answer {
@@ -200,6 +204,10 @@ class engine {
   decision on_answer(saga& s, const call_ref& ref, const answer& a, instant now) const;
   // Time passed: timeouts, backoffs, the deadline, the hold timeout.
   decision on_wake(saga& s, instant now) const;
+  // The saga was loaded by an instance that did not send its calls in
+  // flight (after a crash, or a lease taken over): their answers will never
+  // arrive here, so they are re-sent now with the same keys.
+  decision recover(saga& s, instant now) const;
 
   enum class request_result { done, already, invalid_state };
   // Held deduction: capture. Before the hold is in, remembered.

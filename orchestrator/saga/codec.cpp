@@ -15,7 +15,8 @@ using json = nlohmann::json;
 
 json call_json(const call_progress& c) {
   return {{"s", to_string(c.status)}, {"n", c.attempts},        {"c", c.code},
-          {"d", unix_ms(c.due)},       {"t0", unix_ms(c.started)}, {"t1", unix_ms(c.finished)}};
+          {"d", unix_ms(c.due)},       {"t0", unix_ms(c.started)}, {"t1", unix_ms(c.finished)},
+          {"dv", c.delivered}};
 }
 
 call_progress call_from(const json& j) {
@@ -28,6 +29,7 @@ call_progress call_from(const json& j) {
   c.due = instant_from_unix_ms(j.at("d").get<std::int64_t>());
   c.started = instant_from_unix_ms(j.at("t0").get<std::int64_t>());
   c.finished = instant_from_unix_ms(j.at("t1").get<std::int64_t>());
+  c.delivered = j.at("dv").get<bool>();
   return c;
 }
 

@@ -19,6 +19,16 @@ namespace {
   "(extract(epoch FROM s.updated_at) * 1000)::bigint, (extract(epoch FROM s.deadline) * 1000)::bigint, "        \
   "(extract(epoch FROM s.wake_at) * 1000)::bigint, s.version"
 
+// Attempts of one write, as ten parallel arrays from parameter $first on.
+#define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j)                                              \
+  " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"          \
+  "  answered_at)"                                                                                              \
+  "  SELECT " saga ".saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::jsonb,"                    \
+  "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                      \
+  "  FROM " saga ", unnest(" a "::text[], " b "::int[], " c "::boolean[], " d "::int[], " e "::text[], " f      \
+  "::text[], " g "::bigint[], " h "::text[], " i "::text[], " j "::bigint[])"                                   \
+  "   AS a(step, item, undo, attempt, shard, command, sent, outcome, code, answered)"
+
 constexpr std::string_view sql_insert =
     "WITH ins AS ("
     " INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,"
@@ -28,27 +38,23 @@ constexpr std::string_view sql_insert =
     "  $16, to_timestamp($17::bigint / 1000.0), 1)"
     " ON CONFLICT (tenant, type, biz_id) DO NOTHING RETURNING tenant, saga_id),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
-    "  SELECT tenant, saga_id, 1, 'saga.state', $18::jsonb FROM ins)"
+    "  SELECT tenant, saga_id, 1, 'saga.state', $18::jsonb FROM ins),"
+    " st AS (" TALLY_ATTEMPTS_FROM("ins", "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28") ")"
     " SELECT saga_id FROM ins";
-constexpr std::string_view sql_by_key =
-    "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND s.type = $2 AND s.biz_id = $3";
 constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
 constexpr std::string_view sql_save =
     "WITH u AS ("
     " UPDATE saga SET state = $3, progress = $4::jsonb, error_code = $5, error_message = $6, attention = $7,"
-    "  updated_at = to_timestamp($8::bigint / 1000.0), wake_at = to_timestamp($9::bigint / 1000.0),"
+    "  updated_at = to_timestamp($8::bigint / 1000.0),"
+    "  wake_at = CASE WHEN $9::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM saga_action a"
+    "   WHERE a.saga_id = $1 AND a.status = 'pending') THEN to_timestamp($8::bigint / 1000.0)"
+    "   ELSE to_timestamp($9::bigint / 1000.0) END,"
     "  lease_owner = CASE WHEN $10::boolean THEN lease_owner END,"
     "  lease_until = CASE WHEN $10::boolean THEN lease_until END, version = version + 1"
     " WHERE saga_id = $1 AND version = $2 AND lease_owner = $11 RETURNING tenant, saga_id, version),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
     "  SELECT tenant, saga_id, version, 'saga.state', $12::jsonb FROM u WHERE $13::boolean),"
-    " st AS (INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"
-    "  answered_at)"
-    "  SELECT u.saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::jsonb, to_timestamp(a.sent / 1000.0),"
-    "   a.outcome, a.code, to_timestamp(a.answered / 1000.0)"
-    "  FROM u, unnest($14::text[], $15::int[], $16::boolean[], $17::int[], $18::text[], $19::text[], $20::bigint[],"
-    "   $21::text[], $22::text[], $23::bigint[])"
-    "   AS a(step, item, undo, attempt, shard, command, sent, outcome, code, answered)"
+    " st AS (" TALLY_ATTEMPTS_FROM("u", "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23")
     "  ON CONFLICT (saga_id, step, item, undo, attempt) DO UPDATE"
     "   SET outcome = EXCLUDED.outcome, code = EXCLUDED.code, answered_at = EXCLUDED.answered_at)"
     " SELECT version FROM u";
@@ -58,10 +64,38 @@ constexpr std::string_view sql_claim =
     "  AND (lease_owner IS NULL OR lease_until < to_timestamp($3::bigint / 1000.0))"
     "  ORDER BY wake_at LIMIT $4 FOR UPDATE SKIP LOCKED) due"
     " WHERE s.saga_id = due.saga_id RETURNING " TALLY_SAGA_COLUMNS;
+constexpr std::string_view sql_list =
+    "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND ($2::text IS NULL OR s.type = $2)"
+    " AND ($3::text IS NULL OR s.biz_id = $3) AND ($4::text IS NULL OR s.state = $4)"
+    " AND ($5::bigint IS NULL OR s.created_at < to_timestamp($5::bigint / 1000.0)) AND s.saga_id > $6"
+    " ORDER BY s.saga_id LIMIT $7";
+constexpr std::string_view sql_attempts =
+    "SELECT step, item, undo, attempt, shard, command::text, (extract(epoch FROM sent_at) * 1000)::bigint, outcome,"
+    " code, (extract(epoch FROM answered_at) * 1000)::bigint FROM saga_step WHERE saga_id = $1"
+    " ORDER BY sent_at, step, item, undo, attempt";
+constexpr std::string_view sql_release_all =
+    "UPDATE saga SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1";
+constexpr std::string_view sql_request_action =
+    "WITH a AS (INSERT INTO saga_action (saga_id, action) VALUES ($1, $2) RETURNING id),"
+    " due AS (UPDATE saga SET wake_at = LEAST(wake_at, to_timestamp($3::bigint / 1000.0))"
+    "  WHERE saga_id = $1 AND state NOT IN ('completed', 'failed', 'compensated'))"
+    " SELECT id FROM a";
+constexpr std::string_view sql_take_actions =
+    "UPDATE saga_action a SET status = 'taken' FROM saga s"
+    " WHERE a.status = 'pending' AND a.saga_id = s.saga_id AND s.lease_owner = $1"
+    " RETURNING a.id, a.saga_id, a.action";
+constexpr std::string_view sql_return_action =
+    "WITH a AS (UPDATE saga_action SET status = 'pending' WHERE id = $1 RETURNING saga_id)"
+    " UPDATE saga s SET wake_at = LEAST(s.wake_at, to_timestamp($2::bigint / 1000.0)) FROM a"
+    " WHERE s.saga_id = a.saga_id AND s.state NOT IN ('completed', 'failed', 'compensated')";
+constexpr std::string_view sql_finish_action =
+    "UPDATE saga_action SET status = 'finished', result = $2, finished_at = now() WHERE id = $1";
+constexpr std::string_view sql_action_result = "SELECT result FROM saga_action WHERE id = $1 AND status = 'finished'";
 constexpr std::string_view sql_renew =
     "UPDATE saga SET lease_until = to_timestamp($2::bigint / 1000.0) WHERE lease_owner = $1";
 
 #undef TALLY_SAGA_COLUMNS
+#undef TALLY_ATTEMPTS_FROM
 
 param ms_param(instant t) { return std::to_string(unix_ms(t)); }
 param opt_ms(const std::optional<instant>& t) { return t ? ms_param(*t) : param{}; }
@@ -111,39 +145,69 @@ std::string event_payload(const saga& s, instant now) {
 
 }  // namespace
 
+asio::awaitable<pg::error> saga_store::query(std::string_view sql, std::vector<pg::param> params, pg::result& out) {
+  pg::lease conn;
+  if (auto err = co_await pool_.async_acquire(conn)) co_return err;
+  co_return co_await conn->async_exec(sql, std::move(params), out, timeout_);
+}
+
 asio::awaitable<saga_store::create_result> saga_store::async_create(const saga& s, saga_type type,
                                                                     std::string request_hash, instant now) {
   create_result out;
-  pg::lease conn;
-  if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
-  const bool held = !is_terminal(s.state);
-  std::vector<pg::statement> insert{
-      {sql_insert,
-       {s.id, s.tenant, std::string(to_string(type)), s.biz_id, request_hash, s.workflow,
-        input_to_json(s.input).dump(), std::string(to_string(s.state)), progress_to_json(s).dump(),
-        s.error ? param{s.error->code} : param{}, s.error ? param{s.error->message} : param{}, opt_text(s.attention),
-        ms_param(s.created), ms_param(s.deadline), opt_ms(s.wake), held ? param{owner_} : param{},
-        held ? ms_param(now + lease_) : param{}, event_payload(s, now)}}};
-  std::vector<pg::result> rs;
-  if ((out.error = co_await conn->async_pipeline(insert, rs, timeout_))) co_return out;
-  if (rs[0].rows() == 1) {
+  saga_write w{&s, 0, true, true, {}, type, request_hash};
+  auto saved = co_await async_save(std::span(&w, 1), now);
+  if ((out.error = saved.error)) co_return out;
+  if (saved.versions.at(0) == 1) {
     out.outcome = created::inserted;
     out.saga = {s, type, std::move(request_hash), 1, now};
     co_return out;
   }
-  std::vector<pg::statement> lookup{{sql_by_key, {s.tenant, std::string(to_string(type)), s.biz_id}}};
-  if ((out.error = co_await conn->async_pipeline(lookup, rs, timeout_))) co_return out;
-  std::vector<stored_saga> found;
-  if ((out.error = decode(rs[0], found))) co_return out;
-  if (found.empty()) {
+  saga_filter key{s.tenant, type, s.biz_id};
+  key.limit = 1;
+  auto found = co_await async_list(std::move(key));
+  if ((out.error = found.error)) co_return out;
+  if (found.sagas.empty()) {
     // Only possible if the row vanished between the two statements.
     out.error = pg::error{make_error_code(pg::errc::query_failed), "", "saga key conflict without a saga"};
     co_return out;
   }
-  out.saga = std::move(found.front());
+  out.saga = std::move(found.sagas.front());
   out.outcome = out.saga.request_hash == request_hash ? created::replayed : created::conflict;
   co_return out;
 }
+
+namespace {
+
+// The ten attempt arrays of a write, in TALLY_ATTEMPTS_FROM's order.
+void append_attempts(const std::vector<step_attempt>& attempts, std::vector<param>& params) {
+  std::vector<std::string> step, undo, shard, command;
+  std::vector<std::int64_t> item, attempt, sent;
+  std::vector<param> outcome, code, answered;
+  for (const auto& a : attempts) {
+    step.push_back(a.step);
+    item.push_back(static_cast<std::int64_t>(a.item));
+    undo.push_back(boolean(a.undo));
+    attempt.push_back(a.attempt);
+    shard.push_back(a.shard);
+    command.push_back(a.command);
+    sent.push_back(unix_ms(a.sent));
+    outcome.push_back(a.outcome ? param{*a.outcome} : param{});
+    code.push_back(opt_text(a.code));
+    answered.push_back(opt_ms(a.answered));
+  }
+  params.push_back(pg::array_literal(step));
+  params.push_back(pg::array_literal(item));
+  params.push_back(pg::array_literal(undo));
+  params.push_back(pg::array_literal(attempt));
+  params.push_back(pg::array_literal(shard));
+  params.push_back(pg::array_literal(command));
+  params.push_back(pg::array_literal(sent));
+  params.push_back(pg::array_literal(outcome));
+  params.push_back(pg::array_literal(code));
+  params.push_back(pg::array_literal(answered));
+}
+
+}  // namespace
 
 asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const saga_write> writes, instant now) {
   save_result out;
@@ -155,31 +219,24 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
   st.push_back({pg::sql_begin, {}});
   for (const auto& w : writes) {
     const auto& s = *w.s;
-    std::vector<std::string> step, undo, shard, command;
-    std::vector<std::int64_t> item, attempt, sent;
-    std::vector<param> outcome, code, answered;
-    for (const auto& a : w.attempts) {
-      step.push_back(a.step);
-      item.push_back(static_cast<std::int64_t>(a.item));
-      undo.push_back(boolean(a.undo));
-      attempt.push_back(a.attempt);
-      shard.push_back(a.shard);
-      command.push_back(a.command);
-      sent.push_back(unix_ms(a.sent));
-      outcome.push_back(a.outcome ? param{*a.outcome} : param{});
-      code.push_back(opt_text(a.code));
-      answered.push_back(opt_ms(a.answered));
+    const bool terminal = is_terminal(s.state);
+    const bool keep = w.keep_lease && !terminal;
+    const auto wake = terminal ? param{} : opt_ms(s.wake);
+    const auto error_code = s.error ? param{s.error->code} : param{};
+    const auto error_message = s.error ? param{s.error->message} : param{};
+    std::vector<param> params;
+    if (w.create) {
+      params = {s.id, s.tenant, std::string(to_string(*w.create)), s.biz_id, w.request_hash, s.workflow,
+                input_to_json(s.input).dump(), std::string(to_string(s.state)), progress_to_json(s).dump(),
+                error_code, error_message, opt_text(s.attention), ms_param(s.created), ms_param(s.deadline), wake,
+                keep ? param{owner_} : param{}, keep ? ms_param(now + lease_) : param{}, event_payload(s, now)};
+    } else {
+      params = {s.id, std::to_string(w.version), std::string(to_string(s.state)), progress_to_json(s).dump(),
+                error_code, error_message, opt_text(s.attention), ms_param(now), wake, boolean(keep), owner_,
+                w.state_changed ? event_payload(s, now) : "{}", boolean(w.state_changed)};
     }
-    const bool keep = w.keep_lease && !is_terminal(s.state);
-    st.push_back({sql_save,
-                  {s.id, std::to_string(w.version), std::string(to_string(s.state)), progress_to_json(s).dump(),
-                   s.error ? param{s.error->code} : param{}, s.error ? param{s.error->message} : param{},
-                   opt_text(s.attention), ms_param(now), is_terminal(s.state) ? param{} : opt_ms(s.wake),
-                   boolean(keep), owner_, w.state_changed ? event_payload(s, now) : "{}", boolean(w.state_changed),
-                   pg::array_literal(step), pg::array_literal(item), pg::array_literal(undo),
-                   pg::array_literal(attempt), pg::array_literal(shard), pg::array_literal(command),
-                   pg::array_literal(sent), pg::array_literal(outcome), pg::array_literal(code),
-                   pg::array_literal(answered)}});
+    append_attempts(w.attempts, params);
+    st.push_back({w.create ? sql_insert : sql_save, std::move(params)});
   }
   st.push_back({pg::sql_commit, {}});
   std::vector<pg::result> rs;
@@ -187,8 +244,10 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
     co_await pg::async_rollback(*conn, timeout_);
     co_return out;
   }
-  for (std::size_t i = 0; i < writes.size(); ++i)
-    out.versions.push_back(rs[i + 1].rows() == 1 ? rs[i + 1].int64(0, 0) : 0);
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    const auto& r = rs[i + 1];
+    out.versions.push_back(r.rows() != 1 ? 0 : writes[i].create ? 1 : r.int64(0, 0));
+  }
   co_return out;
 }
 
@@ -196,32 +255,128 @@ asio::awaitable<saga_store::load_result> saga_store::async_claim(std::size_t lim
   load_result out;
   pg::lease conn;
   if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
-  pg::result r;
-  std::vector<param> params{owner_, ms_param(now + lease_), ms_param(now), std::to_string(limit)};
-  out.error = co_await conn->async_exec(sql_claim, std::move(params), r, timeout_);
-  if (!out.error) out.error = decode(r, out.sagas);
+  std::vector<pg::statement> st{
+      {pg::sql_begin, {}},
+      {sql_claim, {owner_, ms_param(now + lease_), ms_param(now), std::to_string(limit)}},
+      {sql_take_actions, {owner_}},
+      {pg::sql_commit, {}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await conn->async_pipeline(st, rs, timeout_))) {
+    co_await pg::async_rollback(*conn, timeout_);
+    co_return out;
+  }
+  if ((out.error = decode(rs[1], out.sagas))) co_return out;
+  const auto& taken = rs[2];
+  for (int i = 0; i < taken.rows(); ++i) {
+    auto action = saga_action_from(taken.text(i, 2));
+    if (action) out.actions.push_back({taken.int64(i, 0), std::string(taken.text(i, 1)), *action});
+  }
   co_return out;
 }
 
 asio::awaitable<pg::error> saga_store::async_renew(instant now, std::int64_t& held) {
-  pg::lease conn;
-  if (auto err = co_await pool_.async_acquire(conn)) co_return err;
   pg::result r;
   std::vector<param> params{owner_, ms_param(now + lease_)};
-  auto err = co_await conn->async_exec(sql_renew, std::move(params), r, timeout_);
+  auto err = co_await query(sql_renew, std::move(params), r);
   if (!err) held = r.affected_rows();
   co_return err;
 }
 
 asio::awaitable<saga_store::load_result> saga_store::async_get(std::string saga_id) {
   load_result out;
-  pg::lease conn;
-  if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
   pg::result r;
   std::vector<param> params{std::move(saga_id)};
-  out.error = co_await conn->async_exec(sql_by_id, std::move(params), r, timeout_);
+  out.error = co_await query(sql_by_id, std::move(params), r);
   if (!out.error) out.error = decode(r, out.sagas);
   co_return out;
+}
+
+asio::awaitable<saga_store::load_result> saga_store::async_list(saga_filter f) {
+  load_result out;
+  pg::result r;
+  std::vector<param> params{f.tenant,
+                            f.type ? param{std::string(to_string(*f.type))} : param{},
+                            opt_text(f.biz_id),
+                            f.state ? param{std::string(to_string(*f.state))} : param{},
+                            opt_ms(f.created_before),
+                            f.after,
+                            std::to_string(f.limit)};
+  out.error = co_await query(sql_list, std::move(params), r);
+  if (!out.error) out.error = decode(r, out.sagas);
+  co_return out;
+}
+
+asio::awaitable<saga_store::attempts_result> saga_store::async_attempts(std::string saga_id) {
+  attempts_result out;
+  pg::result r;
+  std::vector<param> params{std::move(saga_id)};
+  if ((out.error = co_await query(sql_attempts, std::move(params), r))) co_return out;
+  for (int i = 0; i < r.rows(); ++i) {
+    step_attempt a;
+    a.step = r.text(i, 0);
+    a.item = static_cast<std::size_t>(r.int64(i, 1));
+    a.undo = r.text(i, 2) == "t";
+    a.attempt = static_cast<int>(r.int64(i, 3));
+    a.shard = r.text(i, 4);
+    a.command = r.text(i, 5);
+    a.sent = instant_from_unix_ms(r.int64(i, 6));
+    if (!r.is_null(i, 7)) a.outcome = std::string(r.text(i, 7));
+    if (!r.is_null(i, 8)) a.code = r.text(i, 8);
+    if (!r.is_null(i, 9)) a.answered = instant_from_unix_ms(r.int64(i, 9));
+    out.attempts.push_back(std::move(a));
+  }
+  co_return out;
+}
+
+asio::awaitable<pg::error> saga_store::async_release_all() {
+  pg::result r;
+  std::vector<param> params{owner_};
+  co_return co_await query(sql_release_all, std::move(params), r);
+}
+
+asio::awaitable<pg::error> saga_store::async_request_action(std::string saga_id, saga_action action, instant now,
+                                                            std::int64_t& id) {
+  pg::result r;
+  std::vector<param> params{std::move(saga_id), std::string(to_string(action)), ms_param(now)};
+  auto err = co_await query(sql_request_action, std::move(params), r);
+  if (!err) id = r.int64(0, 0);
+  co_return err;
+}
+
+asio::awaitable<pg::error> saga_store::async_return_action(std::int64_t id, instant now) {
+  pg::result r;
+  std::vector<param> params{std::to_string(id), ms_param(now)};
+  co_return co_await query(sql_return_action, std::move(params), r);
+}
+
+asio::awaitable<pg::error> saga_store::async_finish_action(std::int64_t id, std::string result) {
+  pg::result r;
+  std::vector<param> params{std::to_string(id), std::move(result)};
+  co_return co_await query(sql_finish_action, std::move(params), r);
+}
+
+asio::awaitable<pg::error> saga_store::async_action_result(std::int64_t id, std::string& result) {
+  pg::result r;
+  std::vector<param> params{std::to_string(id)};
+  auto err = co_await query(sql_action_result, std::move(params), r);
+  if (!err && r.rows() == 1) result = r.text(0, 0);
+  co_return err;
+}
+
+std::string_view to_string(saga_action a) {
+  switch (a) {
+    case saga_action::confirm: return "confirm";
+    case saga_action::cancel: return "cancel";
+    case saga_action::abort: return "abort";
+    case saga_action::retry: return "retry";
+  }
+  return "retry";
+}
+
+std::optional<saga_action> saga_action_from(std::string_view s) {
+  for (auto a : {saga_action::confirm, saga_action::cancel, saga_action::abort, saga_action::retry})
+    if (to_string(a) == s) return a;
+  return std::nullopt;
 }
 
 }  // namespace tally::orch

@@ -51,6 +51,32 @@ struct saga_write {
   bool state_changed = false;  // writes an outbox event
   bool keep_lease = true;      // false: any instance may claim it when due
   std::vector<step_attempt> attempts;
+  // Set: inserts the saga (leased to this instance) unless its
+  // (tenant, type, biz_id) exists.
+  std::optional<saga_type> create{};
+  std::string request_hash{};
+};
+
+// What operators and apps filter sagas by; empty fields match everything.
+struct saga_filter {
+  std::string tenant;
+  std::optional<saga_type> type{};
+  std::string biz_id{};
+  std::optional<saga_state> state{};
+  std::optional<instant> created_before{};
+  std::string after{};  // cursor: the last saga id of the previous page
+  std::size_t limit = 100;
+};
+
+// An app's or operator's request for a saga another instance may hold.
+enum class saga_action { confirm, cancel, abort, retry };
+std::string_view to_string(saga_action a);
+std::optional<saga_action> saga_action_from(std::string_view s);
+
+struct pending_action {
+  std::int64_t id = 0;
+  std::string saga_id;
+  saga_action action = saga_action::retry;
 };
 
 class saga_store {
@@ -72,23 +98,57 @@ class saga_store {
 
   struct save_result {
     pg::error error;
-    std::vector<std::int64_t> versions;  // per write: the new version, 0 when the saga was lost to another instance
+    // Per write: the new version; 0 when the saga was lost to another
+    // instance, or (a create) when its key exists already.
+    std::vector<std::int64_t> versions;
   };
-  // Writes every saga in one transaction.
+  // Writes (and creates) every saga in one transaction.
   boost::asio::awaitable<save_result> async_save(std::span<const saga_write> writes, instant now);
 
   struct load_result {
     pg::error error;
     std::vector<stored_saga> sagas;
+    std::vector<pending_action> actions;  // async_claim: the actions taken
   };
-  // Leases up to `limit` sagas that are due and not held by a live lease.
+  // Leases up to `limit` sagas that are due and not held by a live lease,
+  // and, in the same transaction, takes the pending actions of every saga
+  // this instance now holds.
   boost::asio::awaitable<load_result> async_claim(std::size_t limit, instant now);
   // Extends this instance's leases; returns how many it holds.
   boost::asio::awaitable<pg::error> async_renew(instant now, std::int64_t& held);
   // One saga by id (any tenant: callers check).
   boost::asio::awaitable<load_result> async_get(std::string saga_id);
+  // Sagas matching the filter, oldest first (ids are time-ordered).
+  boost::asio::awaitable<load_result> async_list(saga_filter f);
+
+  struct attempts_result {
+    pg::error error;
+    std::vector<step_attempt> attempts;
+  };
+  // Every recorded attempt of a saga, in the order they were sent.
+  boost::asio::awaitable<attempts_result> async_attempts(std::string saga_id);
+
+  // Gives up every lease of this instance (at shutdown), so that others
+  // take the sagas at once instead of after the lease expires.
+  boost::asio::awaitable<pg::error> async_release_all();
+
+  // Records an action for whichever instance holds (or next claims) the
+  // saga, and makes the saga due now (a save keeps it due while an action
+  // is pending). Returns the action's id.
+  boost::asio::awaitable<pg::error> async_request_action(std::string saga_id, saga_action action, instant now,
+                                                         std::int64_t& id);
+  // Puts back a taken action whose saga this instance no longer drives,
+  // and makes the saga due, so whoever holds or claims it takes it.
+  boost::asio::awaitable<pg::error> async_return_action(std::int64_t id, instant now);
+  // Records how a taken action ended ("done", "already", "invalid_state").
+  boost::asio::awaitable<pg::error> async_finish_action(std::int64_t id, std::string result);
+  // The action's result once finished, else empty.
+  boost::asio::awaitable<pg::error> async_action_result(std::int64_t id, std::string& result);
 
  private:
+  // One statement on a pooled connection.
+  boost::asio::awaitable<pg::error> query(std::string_view sql, std::vector<pg::param> params, pg::result& out);
+
   pg::pool& pool_;
   std::string owner_;
   std::chrono::milliseconds lease_;

@@ -58,7 +58,7 @@ answer answer_from_result(const nlohmann::json& r) {
 
 answer answer_from_status(int http_status) {
   switch (http_status) {
-    case 0: return {answer_kind::transport, "unreachable"};
+    case 0: return {answer_kind::transport, "no_reply"};
     case 503: return {answer_kind::transport, "unavailable"};
     case 401: return {answer_kind::transport, "unauthorized"};
     case 400:

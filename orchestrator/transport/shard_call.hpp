@@ -17,7 +17,8 @@ nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant);
 answer answer_from_result(const nlohmann::json& result);
 
 // The answer for every command of a batch that got no per-command results:
-// an HTTP status other than 200 (0 when the request failed in transport).
+// an HTTP status other than 200 (0 when the request was sent and failed in
+// transport; one that never left is answer_kind::not_delivered).
 answer answer_from_status(int http_status);
 
 }  // namespace tally::orch

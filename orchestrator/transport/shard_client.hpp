@@ -7,17 +7,15 @@
 // unknown outcome (the engine re-sends the same key).
 #include <chrono>
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/batching/coalescer.hpp"
 #include "common/http/client.hpp"
 #include "orchestrator/engine/engine.hpp"
 #include "orchestrator/routing/routing.hpp"
@@ -34,36 +32,27 @@ class shard_client {
  public:
   shard_client(boost::asio::any_io_executor ex, shard_endpoint endpoint, std::string token,
                shard_client_options options = {});
-  ~shard_client();
+  ~shard_client() { *alive_ = false; }
   shard_client(const shard_client&) = delete;
   shard_client& operator=(const shard_client&) = delete;
 
-  boost::asio::awaitable<answer> async_call(nlohmann::json command);
+  boost::asio::awaitable<answer> async_call(nlohmann::json command) { return calls_.async_submit(std::move(command)); }
 
   const shard_endpoint& endpoint() const { return endpoint_; }
-  std::size_t requests_sent() const { return requests_; }
+  std::size_t requests_sent() const { return calls_.flushes(); }
 
  private:
-  struct pending {
-    nlohmann::json command;
-    answer result;
-    boost::asio::steady_timer* done = nullptr;
-    bool finished = false;
-  };
-  boost::asio::awaitable<void> run_sender();
-  boost::asio::awaitable<void> send_batch(http::client& client, std::vector<pending*>& batch);
-  void wake_sender();
-  static void finish(pending* p, answer a);
+  boost::asio::awaitable<void> send_batch(std::size_t connection, std::vector<nlohmann::json>& commands,
+                                          std::vector<answer>& answers);
 
-  boost::asio::any_io_executor ex_;
   shard_endpoint endpoint_;
   std::string token_;
   shard_client_options options_;
-  std::deque<pending*> queue_;
-  std::unordered_set<pending*> in_flight_;  // taken by a sender, not answered yet
-  std::deque<boost::asio::steady_timer*> idle_senders_;
-  std::size_t requests_ = 0;
-  std::shared_ptr<bool> alive_;  // senders stop when the client is destroyed
+  // Shared with a request in flight, which may outlive the client.
+  std::vector<std::shared_ptr<http::client>> connections_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Last: destroyed first, while the connections still exist.
+  batching::coalescer<nlohmann::json, answer> calls_;
 };
 
 }  // namespace tally::orch

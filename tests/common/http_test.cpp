@@ -358,12 +358,23 @@ TEST_F(http_test, client_times_out_against_slow_handler) {
   const auto res = get(c, "/slow", 200ms);
   const auto elapsed = steady_clock::now() - started;
   EXPECT_EQ(res.error, asio::error::timed_out);
+  EXPECT_TRUE(res.sent);  // the server got the request: its outcome is unknown
   EXPECT_GE(elapsed, 150ms);
   EXPECT_LT(elapsed, 900ms);
   // The timed-out connection was dropped; the next request uses a new one.
   const auto next = get(c, "/fast");
   ASSERT_FALSE(next.error) << next.error.message();
   EXPECT_EQ(next.message.result_int(), 200u);
+}
+
+TEST_F(http_test, a_refused_connection_says_nothing_was_sent) {
+  start_server();
+  const auto closed_port = port();
+  server_.reset();
+  client c(io_.get_executor(), "127.0.0.1", closed_port);
+  const auto res = get(c, "/fast");
+  EXPECT_EQ(res.error, asio::error::connection_refused);
+  EXPECT_FALSE(res.sent);
 }
 
 TEST_F(http_test, client_reconnects_after_server_closed_idle_connection) {

@@ -135,6 +135,33 @@ TEST(Transfer, DeadlineBeforeThePivotCancelsTheCreditKeyThenReleases) {
   EXPECT_EQ(s.error->code, "deadline_exceeded");
 }
 
+TEST(Transfer, ACreditThatNeverReachedItsShardNeedsNoCancelAtTheDeadline) {
+  auto e = engine_for("transfer");
+  auto s = credit_in_flight(e);
+  e.on_answer(s, {1, 0, false}, {answer_kind::not_delivered, "unreachable"}, t0 + 6ms);
+  EXPECT_EQ(s.calls[1][0].forward.status, call_status::waiting);
+  EXPECT_FALSE(s.calls[1][0].forward.delivered);
+  auto d = e.on_wake(s, t0 + 10s);  // the deadline: the destination is still down
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::release);  // no cancel_key on the unreachable shard
+  e.on_answer(s, d.send[0].ref, ok(), t0 + 10s + 5ms);
+  EXPECT_EQ(s.state, saga_state::failed);  // API.md: a deadline ends a saga failed
+  EXPECT_EQ(s.error->code, "deadline_exceeded");
+}
+
+TEST(Transfer, ACreditThatMayHaveArrivedOnceIsFencedEvenIfLaterAttemptsWereRefused) {
+  auto e = engine_for("transfer");
+  auto s = credit_in_flight(e);
+  e.on_wake(s, t0 + 2005ms);  // no answer in time: it may be on its way
+  EXPECT_TRUE(s.calls[1][0].forward.delivered);
+  auto resend = e.on_wake(s, s.calls[1][0].forward.due);
+  ASSERT_EQ(resend.send.size(), 1u);
+  e.on_answer(s, resend.send[0].ref, {answer_kind::not_delivered, "unreachable"}, s.calls[1][0].forward.due + 1ms);
+  auto d = e.on_wake(s, t0 + 10s);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::cancel_key);
+}
+
 TEST(Transfer, CancelKeyFindingTheCreditAppliedGoesForward) {
   auto e = engine_for("transfer");
   auto s = credit_in_flight(e);
@@ -249,6 +276,23 @@ TEST(Transfer, AbortBeforeThePivotCompensatesAfterItIsRefused) {
   decision refused;
   EXPECT_EQ(e.abort(late, t0, refused), engine::request_result::invalid_state);
   EXPECT_TRUE(refused.send.empty());
+}
+
+TEST(Transfer, RecoverResendsTheCallInFlightAtOnceWithTheSameKey) {
+  auto e = engine_for("transfer");
+  auto s = credit_in_flight(e);  // the credit was sent at t0 + 5 ms; its timeout is t0 + 2005 ms
+  auto d = e.recover(s, t0 + 100ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].ref, (call_ref{1, 0, false}));
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");
+  EXPECT_EQ(d.send[0].attempt, 2);
+  EXPECT_EQ(s.calls[1][0].forward.status, call_status::in_flight);
+  EXPECT_EQ(s.calls[0][0].forward.status, call_status::succeeded);  // answered calls are left alone
+  EXPECT_TRUE(e.recover(s, t0 + 100ms).send.size() == 1u);          // every recovery re-sends
+  auto done = transfer_saga();
+  e.start(done, t0);
+  e.on_answer(done, {0, 0, false}, rejected("insufficient_funds"), t0 + 5ms);
+  EXPECT_TRUE(e.recover(done, t0 + 100ms).send.empty());  // a finished saga sends nothing
 }
 
 TEST(Transfer, RetryNowResendsAWaitingCallImmediately) {

@@ -75,7 +75,7 @@ TEST(ShardAnswer, AnythingUnreadableIsAnUnknownOutcome) {
                         json{{"status", "maybe"}}, json{{"status", "already_applied"}}})
     EXPECT_EQ(answer_from_result(j).kind, answer_kind::transport) << j.dump();
   EXPECT_EQ(answer_from_status(503).code, "unavailable");
-  EXPECT_EQ(answer_from_status(0).code, "unreachable");
+  EXPECT_EQ(answer_from_status(0).code, "no_reply");
   EXPECT_EQ(answer_from_status(400).code, "batch_refused");
   EXPECT_EQ(answer_from_status(500).code, "http_500");
   EXPECT_EQ(answer_from_status(503).kind, answer_kind::transport);

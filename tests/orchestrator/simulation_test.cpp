@@ -255,6 +255,11 @@ class simulation {
     }
     const auto command = shard_command(c, tenant);
     const int sh = shard_of(c.account);
+    if (!shards_[sh].up) {  // connection refused: this attempt never leaves, so it has no copies
+      push({now_ + ms(pick(1, 5)), 0, ev::reply, i, sagas_[i].incarnation, c.ref, {},
+            answer{answer_kind::not_delivered, "unreachable"}});
+      return;
+    }
     push({now_ + ms(pick(1, 30)), 0, ev::arrive, i, sagas_[i].incarnation, c.ref, command, {}, sh});
     if (chance(0.03)) {
       ++stats_.duplicated;
@@ -281,8 +286,8 @@ class simulation {
       case ev::arrive: {
         auto& sh = shards_[e.shard];
         answer a;
-        if (!sh.up) {
-          a = {answer_kind::transport, "unreachable"};
+        if (!sh.up) {  // it went down with the request on its way: the outcome is unknown
+          a = {answer_kind::transport, "connection_reset"};
         } else {
           a = answer_from_result(sh.run(e.command));
           if (chance(0.05)) {  // the reply is lost: the effect stays
@@ -338,8 +343,8 @@ class simulation {
           s.live = reload(i);  // only what was persisted survives
           s.incarnation = incarnation_;
           if (is_terminal(s.live.state)) continue;
-          // Recovery claims every saga and looks at it now.
-          auto d = engine_for(s.kind).on_wake(s.live, at(now_));
+          // Recovery claims every saga and re-sends what was in flight.
+          auto d = engine_for(s.kind).recover(s.live, at(now_));
           persist_and_send(i, d);
         }
         return;

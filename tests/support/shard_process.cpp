@@ -96,26 +96,33 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-shard_process::shard_process(std::string conninfo, std::uint16_t port, std::vector<std::string> args,
-                             std::map<std::string, std::string> env)
-    : conninfo_(std::move(conninfo)), port_(port), args_(std::move(args)), env_(std::move(env)) {
-  log_ = "/tmp/tally-shard-" + std::to_string(getpid()) + "-" + std::to_string(port_) + ".log";
+service_process::service_process(std::string binary, std::string env_prefix, std::string conninfo,
+                                 std::uint16_t port, std::vector<std::string> args,
+                                 std::map<std::string, std::string> env)
+    : binary_(std::move(binary)),
+      env_prefix_(std::move(env_prefix)),
+      conninfo_(std::move(conninfo)),
+      port_(port),
+      args_(std::move(args)),
+      env_(std::move(env)) {
+  const auto name = binary_.substr(binary_.rfind('/') + 1);
+  log_ = "/tmp/tally-" + name + "-" + std::to_string(getpid()) + "-" + std::to_string(port_) + ".log";
 }
 
-shard_process::~shard_process() {
+service_process::~service_process() {
   if (pid_ > 0 && running()) {
     kill9();
     wait_exit();
   }
 }
 
-void shard_process::start() {
-  std::string exe = bin_dir() + "/account_shard/account_shard";
+void service_process::start() {
+  std::string exe = bin_dir() + "/" + binary_;
   std::vector<std::string> argv{exe, "--listen.port=" + std::to_string(port_), "--log.level=info"};
   argv.insert(argv.end(), args_.begin(), args_.end());
   std::map<std::string, std::string> env = env_;
-  env["TALLY_SHARD_DATABASE_CONNINFO"] = conninfo_;
-  env["TALLY_SHARD_INTERNAL_TOKEN"] = internal_token;
+  env[env_prefix_ + "_DATABASE_CONNINFO"] = conninfo_;
+  env[env_prefix_ + "_INTERNAL_TOKEN"] = internal_token;
   pid_ = fork();
   if (pid_ == 0) {
     int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -130,7 +137,7 @@ void shard_process::start() {
   }
 }
 
-bool shard_process::wait_ready(std::chrono::milliseconds deadline) {
+bool service_process::wait_ready(std::chrono::milliseconds deadline) {
   return eventually(
       [&] {
         http_client c(port_);
@@ -139,15 +146,15 @@ bool shard_process::wait_ready(std::chrono::milliseconds deadline) {
       deadline);
 }
 
-void shard_process::kill9() {
+void service_process::kill9() {
   if (pid_ > 0) ::kill(pid_, SIGKILL);
 }
 
-void shard_process::terminate() {
+void service_process::terminate() {
   if (pid_ > 0) ::kill(pid_, SIGTERM);
 }
 
-bool shard_process::running() {
+bool service_process::running() {
   if (pid_ <= 0) return false;
   int status = 0;
   pid_t r = waitpid(pid_, &status, WNOHANG);
@@ -159,7 +166,7 @@ bool shard_process::running() {
   return true;
 }
 
-int shard_process::wait_exit(std::chrono::milliseconds deadline) {
+int service_process::wait_exit(std::chrono::milliseconds deadline) {
   if (pid_ <= 0) return last_status_;
   if (!eventually([&] { return !running(); }, deadline)) return -1;
   return last_status_;

@@ -1,6 +1,6 @@
 #pragma once
-// A real account_shard process for integration tests, and a blocking HTTP
-// client to talk to it.
+// Real service processes (account_shard, orchestrator) for integration
+// tests, and a blocking HTTP client to talk to them.
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -38,11 +38,16 @@ class http_client {
 
 std::uint16_t free_port();
 
-class shard_process {
+// A real service process (its binary from the build directory), started
+// with the database, port and internal token set; its output goes to a log
+// file the tests print on failure.
+class service_process {
  public:
-  shard_process(std::string conninfo, std::uint16_t port, std::vector<std::string> args = {},
-                std::map<std::string, std::string> env = {});
-  ~shard_process();
+  service_process(std::string binary, std::string env_prefix, std::string conninfo, std::uint16_t port,
+                  std::vector<std::string> args, std::map<std::string, std::string> env);
+  ~service_process();
+  service_process(const service_process&) = delete;
+  service_process& operator=(const service_process&) = delete;
   void start();
   // Polls /readyz until 200 or the deadline.
   bool wait_ready(std::chrono::milliseconds deadline = std::chrono::seconds(15));
@@ -54,8 +59,12 @@ class shard_process {
   pid_t pid() const { return pid_; }
   std::uint16_t port() const { return port_; }
   const std::string& log_path() const { return log_; }
+  // Changes the environment of the next start().
+  void set_env(const std::string& key, const std::string& value) { env_[key] = value; }
 
  private:
+  std::string binary_;
+  std::string env_prefix_;
   std::string conninfo_;
   std::uint16_t port_;
   std::vector<std::string> args_;
@@ -63,6 +72,29 @@ class shard_process {
   std::string log_;
   pid_t pid_ = -1;
   int last_status_ = -1;
+};
+
+class shard_process : public service_process {
+ public:
+  shard_process(std::string conninfo, std::uint16_t port, std::vector<std::string> args = {},
+                std::map<std::string, std::string> env = {})
+      : service_process("account_shard/account_shard", "TALLY_SHARD", std::move(conninfo), port, std::move(args),
+                        std::move(env)) {}
+};
+
+// `shards` is the routing spec, e.g. "s0=127.0.0.1:7101;s1=127.0.0.1:7102".
+class orchestrator_process : public service_process {
+ public:
+  orchestrator_process(std::string conninfo, std::uint16_t port, const std::string& shards,
+                       std::vector<std::string> args = {}, std::map<std::string, std::string> env = {})
+      : service_process("orchestrator/orchestrator", "TALLY_ORCH", std::move(conninfo), port,
+                        with_shards(std::move(args), shards), std::move(env)) {}
+
+ private:
+  static std::vector<std::string> with_shards(std::vector<std::string> args, const std::string& shards) {
+    args.insert(args.begin(), "--shards=" + shards);
+    return args;
+  }
 };
 
 // Polls `cond` until true or the deadline passes.

@@ -1,0 +1,164 @@
+// orchestrator: runs sagas against the account shards, with its own saga
+// store, and answers the gateway over internal HTTP.
+//   orchestrator [--config=FILE] [--key=value ...]   serve
+//   orchestrator migrate [...]                        apply migrations and exit
+// Many instances may share one saga store: each drives the sagas it holds
+// a lease on, and takes over those of an instance that died.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+#include <variant>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "common/config/config.hpp"
+#include "common/failpoint/failpoint.hpp"
+#include "common/http/server.hpp"
+#include "common/log/log.hpp"
+#include "common/metrics/metrics.hpp"
+#include "common/migrate/migrate.hpp"
+#include "orchestrator/service/routes.hpp"
+#include "orchestrator/service/saga_runner.hpp"
+
+namespace asio = boost::asio;
+using namespace tally;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct settings {
+  std::string conninfo;
+  std::string token;
+  std::string shard_token;
+  std::string migrations_dir;
+  http::server_options listen;
+  std::string shards;
+  std::size_t buckets = 1024;
+  std::size_t pool = 4;
+  milliseconds statement_timeout{5000};
+  orch::shard_client_options shard;
+  orch::runner_options runner;
+  std::string instance;
+};
+
+settings read_settings(const config::config& cfg) {
+  settings s;
+  s.conninfo = cfg.get_string("database.conninfo", "");
+  if (s.conninfo.empty()) throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
+  s.token = cfg.get_string("internal_token", "");
+  if (s.token.size() < 16)
+    throw std::runtime_error("internal_token of at least 16 characters is required (" + cfg.env_name("internal_token") + ")");
+  s.shard_token = cfg.get_string("shard_token", s.token);
+  s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/orchestrator");
+  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
+  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7001));
+  s.shards = cfg.get_string("shards", "");
+  if (s.shards.empty())
+    throw std::runtime_error("shards is required, e.g. s0=127.0.0.1:7101;s1=127.0.0.1:7102 (" + cfg.env_name("shards") + ")");
+  s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
+  s.pool = static_cast<std::size_t>(cfg.get_int("database.pool", 4));
+  s.statement_timeout = milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
+  s.shard.connections = static_cast<std::size_t>(cfg.get_int("shard.connections", 4));
+  s.shard.max_batch = static_cast<std::size_t>(cfg.get_int("shard.max_batch", 500));
+  s.shard.timeout = milliseconds(cfg.get_int("shard.timeout_ms", 2000));
+  s.runner.lease = milliseconds(cfg.get_int("lease_ms", 5000));
+  s.runner.claim_interval = milliseconds(cfg.get_int("claim_interval_ms", 100));
+  s.runner.keep_horizon = milliseconds(cfg.get_int("keep_horizon_ms", 10000));
+  s.runner.save_connections = static_cast<std::size_t>(cfg.get_int("database.save_connections", 2));
+  s.runner.save_batch = static_cast<std::size_t>(cfg.get_int("database.save_batch", 256));
+  if (s.runner.save_connections + 2 > s.pool)
+    throw std::runtime_error("database.pool must exceed database.save_connections by at least 2");
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  s.instance = cfg.get_string("instance", std::string(host) + ":" + std::to_string(getpid()) + ":" +
+                                              std::to_string(s.listen.port));
+  return s;
+}
+
+struct app {
+  app(asio::io_context& io, settings s, orch::routing_table routes)
+      : io_(io),
+        s_(std::move(s)),
+        routes_(std::move(routes)),
+        pool_(io.get_executor(), pool_options()),
+        store_(pool_, s_.instance, s_.runner.lease, s_.statement_timeout) {
+    for (const auto& e : routes_.shards())
+      shards_.push_back(std::make_unique<orch::shard_client>(io.get_executor(), e, s_.shard_token, s_.shard));
+    runner_ = std::make_unique<orch::saga_runner>(io.get_executor(), store_, routes_, shards_, metrics_, s_.runner);
+    ctx_ = std::make_unique<orch::route_context>(
+        orch::route_context{*runner_, store_, metrics_, s_.token, [this] { return !stopping_; }});
+  }
+
+  pg::pool_options pool_options() const {
+    pg::pool_options o;
+    o.conninfo = s_.conninfo;
+    o.max_size = s_.pool;
+    return o;
+  }
+
+  void run() {
+    runner_->start();
+    server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_));
+    server_->start();
+    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"instance", s_.instance},
+                          {"shards", routes_.shards().size()}, {"buckets", routes_.buckets()}});
+  }
+
+  asio::awaitable<void> shutdown() {
+    stopping_ = true;
+    log::info("shutting down: finishing in-flight requests and saga steps");
+    if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
+    co_await runner_->async_stop(std::chrono::seconds(5));
+    log::info("stopped");
+    io_.stop();
+  }
+
+  asio::io_context& io_;
+  settings s_;
+  orch::routing_table routes_;
+  metrics::registry metrics_;
+  pg::pool pool_;
+  orch::saga_store store_;
+  std::vector<std::unique_ptr<orch::shard_client>> shards_;
+  std::unique_ptr<orch::saga_runner> runner_;  // destroyed before the shard clients it calls
+  std::unique_ptr<orch::route_context> ctx_;
+  std::unique_ptr<http::server> server_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool migrate_only = argc > 1 && std::string_view(argv[1]) == "migrate";
+  try {
+    auto cfg = config::config::from_args("TALLY_ORCH", argc, argv);
+    log::init("orchestrator", log::parse_level(cfg.get_string("log.level", "info")));
+    failpoint::arm_from_env();
+    settings s = read_settings(cfg);
+    auto routes = orch::routing_table::parse(s.shards, s.buckets);
+    if (auto* bad = std::get_if<std::string>(&routes)) throw std::runtime_error("shards: " + *bad);
+    migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
+    if (migrate_only) return 0;
+
+    asio::io_context io(1);
+    auto a = std::make_unique<app>(io, std::move(s), std::move(std::get<orch::routing_table>(routes)));
+    asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
+      asio::co_spawn(io, stop, asio::detached);
+    });
+    a->run();
+    io.run();
+    return 0;
+  } catch (const std::exception& e) {
+    log::fatal("orchestrator", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,241 @@
+#include "orchestrator/service/routes.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/http/routing.hpp"
+#include "common/validate/fields.hpp"
+#include "orchestrator/saga/codec.hpp"
+#include "orchestrator/saga/ids.hpp"
+
+namespace tally::orch {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+using http::request;
+using http::response;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::int64_t max_wait_ms = 30000;
+constexpr std::int64_t max_list_limit = 500;
+
+response error(const request& req, unsigned status, std::string_view code, std::string_view message) {
+  return http::make_error_response(req, status, code, message);
+}
+response bad_request(const request& req, std::string_view message) {
+  return error(req, 400, "invalid_request", message);
+}
+
+json saga_json(const stored_saga& st) { return public_json(st.s, *find_workflow(st.s.workflow), st.updated); }
+
+json attempt_json(const step_attempt& a) {
+  return {{"step", a.step},
+          {"item", a.item},
+          {"compensation", a.undo},
+          {"attempt", a.attempt},
+          {"shard", a.shard},
+          {"request", json::parse(a.command, nullptr, false)},
+          {"outcome", a.outcome ? json(*a.outcome) : json(nullptr)},
+          {"code", a.code.empty() ? json(nullptr) : json(a.code)},
+          {"sent_at", to_rfc3339(a.sent)},
+          {"answered_at", a.answered ? json(to_rfc3339(*a.answered)) : json(nullptr)}};
+}
+
+std::optional<saga_type> type_of_collection(std::string_view c) {
+  if (c == "credits") return saga_type::credit;
+  if (c == "deductions") return saga_type::deduct;
+  if (c == "refunds") return saga_type::refund;
+  if (c == "transfers") return saga_type::transfer;
+  if (c == "batch-deductions") return saga_type::batch_deduct;
+  return std::nullopt;
+}
+
+class router {
+ public:
+  explicit router(route_context& ctx)
+      : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+
+  asio::awaitable<response> operator()(request req) {
+    const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
+    const auto& p = t.path;
+    const auto method = req.method();
+    if (auto probe = http::probe_response(req, t, probes_)) co_return std::move(*probe);
+    if (p.empty() || p[0] != "v1") co_return error(req, 404, "not_found", "no such route");
+    if (!http::bearer_token_ok(req, ctx_.internal_token))
+      co_return error(req, 401, "unauthorized", "missing or wrong internal token");
+    if (p.size() == 2 && p[1] == "workflows" && method == bhttp::verb::get) {
+      auto all = json::array();
+      for (const auto& w : workflows()) all.push_back(w);
+      co_return http::json_response(req, 200, {{"workflows", std::move(all)}});
+    }
+    if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);
+    if (p.size() < 4 || p[1] != "tenants") co_return error(req, 404, "not_found", "no such route");
+    const std::string tenant(p[2]);
+    if (!validate::is_valid_id(tenant)) co_return bad_request(req, "bad tenant id");
+
+    auto wait = wait_of(t.query);
+    if (!wait) co_return bad_request(req, "wait_ms must be an integer from 0 to 30000");
+
+    if (method == bhttp::verb::post && p.size() == 4) {
+      auto type = type_of_collection(p[3]);
+      if (!type) co_return error(req, 404, "not_found", "no such route");
+      co_return co_await start(req, *type, tenant, *wait);
+    }
+    if (method == bhttp::verb::post && p.size() == 6 && p[3] == "deductions" && (p[5] == "confirm" || p[5] == "cancel"))
+      co_return co_await act(req, tenant, p[4], p[5] == "confirm" ? saga_action::confirm : saga_action::cancel, *wait);
+    if (method == bhttp::verb::get && p.size() == 5 && p[3] == "sagas") co_return co_await get(req, tenant, p[4], *wait, false);
+    if (method == bhttp::verb::get && p.size() == 4 && p[3] == "sagas") co_return co_await find(req, tenant, t.query);
+    if (p.size() >= 5 && p[3] == "admin" && p[4] == "sagas") {
+      if (method == bhttp::verb::get && p.size() == 5) co_return co_await list(req, tenant, t.query);
+      if (method == bhttp::verb::get && p.size() == 6) co_return co_await get(req, tenant, p[5], *wait, true);
+      if (method == bhttp::verb::post && p.size() == 7 && (p[6] == "retry" || p[6] == "abort"))
+        co_return co_await act(req, tenant, p[5], p[6] == "retry" ? saga_action::retry : saga_action::abort, *wait);
+    }
+    co_return error(req, 404, "not_found", "no such route");
+  }
+
+ private:
+  static std::optional<std::chrono::milliseconds> wait_of(std::string_view query) {
+    auto text = http::query_param(query, "wait_ms");
+    if (!text) return std::chrono::milliseconds(0);
+    auto v = http::to_int(*text);
+    if (!v || *v < 0 || *v > max_wait_ms) return std::nullopt;
+    return std::chrono::milliseconds(*v);
+  }
+
+  // A saga resource: 200 when it has finished, else 202.
+  static response saga_response(const request& req, const stored_saga& st, bool replayed) {
+    auto res = http::json_response(req, replayed || is_terminal(st.s.state) ? 200 : 202, saga_json(st));
+    if (replayed) res.set("Idempotent-Replayed", "true");
+    return res;
+  }
+
+  static response failure(const request& req, const saga_runner::result& r) {
+    switch (r.kind) {
+      case saga_runner::outcome::conflict: return error(req, 422, "idempotency_conflict", r.message);
+      case saga_runner::outcome::not_found: return error(req, 404, "not_found", r.message);
+      case saga_runner::outcome::invalid_state:
+        return error(req, 409, "invalid_state", r.message.empty() ? "the saga cannot do that in its state" : r.message);
+      default: return error(req, 503, "unavailable", r.message.empty() ? "unavailable; retry" : r.message);
+    }
+  }
+
+  // After a write: the saga as it is now, or once it has finished (or waits
+  // for its app's confirmation) within `wait`.
+  asio::awaitable<stored_saga> settle(const stored_saga& st, std::chrono::milliseconds wait) {
+    if (wait.count() == 0 || is_terminal(st.s.state) || st.s.state == saga_state::awaiting_confirmation) co_return st;
+    auto r = co_await ctx_.runner.async_get(st.s.tenant, st.s.id, wait, true);
+    co_return r.saga ? *r.saga : st;
+  }
+
+  asio::awaitable<response> start(const request& req, saga_type type, const std::string& tenant,
+                                  std::chrono::milliseconds wait) {
+    auto body = http::parse_json_body(req);
+    if (!body) co_return bad_request(req, "malformed JSON");
+    auto parsed = parse_saga_request(type, tenant, *body);
+    if (auto* bad = std::get_if<invalid_request>(&parsed)) co_return bad_request(req, bad->message);
+    auto r = co_await ctx_.runner.async_start(std::move(std::get<saga_request>(parsed)));
+    if (r.kind != saga_runner::outcome::created && r.kind != saga_runner::outcome::replayed) co_return failure(req, r);
+    auto now = co_await settle(*r.saga, wait);
+    co_return saga_response(req, now, r.kind == saga_runner::outcome::replayed);
+  }
+
+  asio::awaitable<response> act(const request& req, const std::string& tenant, std::string_view id,
+                                saga_action action, std::chrono::milliseconds wait) {
+    if (!is_saga_id(id)) co_return error(req, 404, "not_found", "no saga " + std::string(id).substr(0, 64));
+    auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
+    if (r.kind == saga_runner::outcome::invalid_state && r.saga) {
+      co_return error(req, 409, "invalid_state",
+                      "saga " + r.saga->s.id + " is " + std::string(to_string(r.saga->s.state)) + ": cannot " +
+                          std::string(to_string(action)));
+    }
+    if (!r.saga || (r.kind != saga_runner::outcome::done && r.kind != saga_runner::outcome::already))
+      co_return failure(req, r);
+    auto now = co_await settle(*r.saga, wait);
+    co_return http::json_response(req, 200, saga_json(now));
+  }
+
+  asio::awaitable<response> get(const request& req, const std::string& tenant, std::string_view id,
+                                std::chrono::milliseconds wait, bool history) {
+    if (!is_saga_id(id)) co_return error(req, 404, "not_found", "no saga " + std::string(id).substr(0, 64));
+    auto r = co_await ctx_.runner.async_get(tenant, std::string(id), wait);
+    if (!r.saga) co_return failure(req, r);
+    auto body = saga_json(*r.saga);
+    if (history) {
+      auto attempts = co_await ctx_.store.async_attempts(std::string(id));
+      if (attempts.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+      auto all = json::array();
+      for (const auto& a : attempts.attempts) all.push_back(attempt_json(a));
+      body["history"] = std::move(all);
+    }
+    co_return http::json_response(req, wait.count() == 0 || is_terminal(r.saga->s.state) ? 200 : 202, body);
+  }
+
+  asio::awaitable<response> run_list(const request& req, saga_filter f, bool paged) {
+    auto r = co_await ctx_.store.async_list(f);
+    if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+    auto sagas = json::array();
+    for (const auto& st : r.sagas) sagas.push_back(saga_json(st));
+    json out{{"sagas", std::move(sagas)}};
+    if (paged) out["next"] = r.sagas.size() == f.limit ? json(r.sagas.back().s.id) : json(nullptr);
+    co_return http::json_response(req, 200, out);
+  }
+
+  // GET /sagas?type=&biz_id=: an app finds its sagas by business key.
+  asio::awaitable<response> find(const request& req, const std::string& tenant, std::string_view query) {
+    saga_filter f{tenant};
+    if (auto type = http::query_param(query, "type")) {
+      f.type = saga_type_from(*type);
+      if (!f.type) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
+    }
+    if (auto biz = http::query_param(query, "biz_id")) {
+      if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
+      f.biz_id = std::string(*biz);
+    }
+    co_return co_await run_list(req, std::move(f), false);
+  }
+
+  asio::awaitable<response> list(const request& req, const std::string& tenant, std::string_view query) {
+    saga_filter f{tenant};
+    if (auto type = http::query_param(query, "type")) {
+      f.type = saga_type_from(*type);
+      if (!f.type) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
+    }
+    if (auto state = http::query_param(query, "state")) {
+      f.state = saga_state_from(*state);
+      if (!f.state) co_return bad_request(req, "unknown state");
+    }
+    if (auto older = http::query_param(query, "older_than_ms")) {
+      auto v = http::to_int(*older);
+      if (!v || *v < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
+      f.created_before = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()) -
+                         std::chrono::milliseconds(*v);
+    }
+    if (auto limit = http::query_param(query, "limit")) {
+      auto v = http::to_int(*limit);
+      if (!v || *v < 1 || *v > max_list_limit) co_return bad_request(req, "limit must be from 1 to 500");
+      f.limit = static_cast<std::size_t>(*v);
+    }
+    if (auto cursor = http::query_param(query, "cursor")) {
+      if (!is_saga_id(*cursor)) co_return bad_request(req, "bad cursor");
+      f.after = std::string(*cursor);
+    }
+    co_return co_await run_list(req, std::move(f), true);
+  }
+
+  route_context& ctx_;
+  http::service_probes probes_;
+};
+
+}  // namespace
+
+http::handler make_handler(route_context& ctx) {
+  return http::shared_handler(std::make_shared<router>(ctx));
+}
+
+}  // namespace tally::orch

@@ -1,0 +1,34 @@
+#pragma once
+// The orchestrator's internal HTTP API, used by the gateway. Everything
+// under /v1/ requires the internal token; the gateway names the caller's
+// tenant in the path. Bodies, resources, status codes and errors are those
+// of the public API (shared/API.md), so the gateway passes them through.
+//   POST /v1/tenants/{t}/credits | deductions | refunds | transfers | batch-deductions   [?wait_ms=]
+//   POST /v1/tenants/{t}/deductions/{saga_id}/confirm | cancel                           [?wait_ms=]
+//   GET  /v1/tenants/{t}/sagas/{saga_id}                                                 [?wait_ms=]
+//   GET  /v1/tenants/{t}/sagas?type=&biz_id=
+//   GET  /v1/tenants/{t}/admin/sagas?state=&type=&older_than_ms=&limit=&cursor=
+//   GET  /v1/tenants/{t}/admin/sagas/{saga_id}        the saga with every attempt of every step
+//   POST /v1/tenants/{t}/admin/sagas/{saga_id}/retry | abort
+//   GET  /v1/workflows                                 every saga definition
+//   GET|POST /v1/admin/failpoints
+#include <functional>
+#include <string>
+
+#include "common/http/server.hpp"
+#include "common/metrics/metrics.hpp"
+#include "orchestrator/service/saga_runner.hpp"
+
+namespace tally::orch {
+
+struct route_context {
+  saga_runner& runner;
+  saga_store& store;
+  metrics::registry& metrics;
+  std::string internal_token;
+  std::function<bool()> ready;
+};
+
+http::handler make_handler(route_context& ctx);
+
+}  // namespace tally::orch

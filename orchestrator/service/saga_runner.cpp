@@ -1,0 +1,684 @@
+#include "orchestrator/service/saga_runner.hpp"
+
+#include <openssl/rand.h>
+
+#include <array>
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/failpoint/failpoint.hpp"
+#include "common/log/log.hpp"
+#include "orchestrator/saga/ids.hpp"
+#include "orchestrator/transport/shard_call.hpp"
+
+namespace tally::orch {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+// An app's or operator's action on a saga this instance drives.
+struct action_wait {
+  explicit action_wait(asio::any_io_executor ex) : timer(ex, asio::steady_timer::time_point::max()) {}
+  asio::steady_timer timer;
+  std::optional<engine::request_result> result;  // unset: the saga's write failed or went elsewhere
+};
+
+std::string_view to_string(engine::request_result r) {
+  switch (r) {
+    case engine::request_result::done: return "done";
+    case engine::request_result::already: return "already";
+    case engine::request_result::invalid_state: return "invalid_state";
+  }
+  return "invalid_state";
+}
+
+saga_runner::outcome outcome_of(engine::request_result r) {
+  switch (r) {
+    case engine::request_result::done: return saga_runner::outcome::done;
+    case engine::request_result::already: return saga_runner::outcome::already;
+    case engine::request_result::invalid_state: return saga_runner::outcome::invalid_state;
+  }
+  return saga_runner::outcome::invalid_state;
+}
+
+std::string_view to_string(answer_kind k) {
+  switch (k) {
+    case answer_kind::succeeded: return "succeeded";
+    case answer_kind::rejected: return "rejected";
+    case answer_kind::cancelled: return "cancelled";
+    case answer_kind::already_applied_succeeded: return "already_applied";
+    case answer_kind::already_applied_other: return "already_settled";
+    case answer_kind::retry: return "retry";
+    case answer_kind::conflict: return "conflict";
+    case answer_kind::transport: return "transport";
+    case answer_kind::not_delivered: return "not_delivered";
+  }
+  return "transport";
+}
+
+engine::request_result apply_action(const engine& e, saga& s, saga_action a, instant now, decision& d) {
+  switch (a) {
+    case saga_action::confirm: return e.confirm(s, now, d);
+    case saga_action::cancel: return e.cancel(s, now, d);
+    case saga_action::abort: return e.abort(s, now, d);
+    case saga_action::retry: return e.retry_now(s, now, d);
+  }
+  return engine::request_result::invalid_state;
+}
+
+void append(decision& into, decision more) {
+  for (auto& c : more.send) into.send.push_back(std::move(c));
+}
+
+asio::awaitable<void> pause(asio::any_io_executor ex, milliseconds d) {
+  asio::steady_timer t(ex, d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+}  // namespace
+
+struct saga_runner::event {
+  enum class kind { answer, wake, recover, action } what = kind::wake;
+  call_ref ref{};
+  int attempt = 0;
+  answer reply{};
+  saga_action action = saga_action::retry;
+  std::int64_t action_id = 0;           // a stored action to finish, else 0
+  std::shared_ptr<action_wait> waiter{};  // a requester in this instance
+};
+
+struct saga_runner::live_saga {
+  explicit live_saga(asio::any_io_executor ex) : wake(ex) {}
+  std::shared_ptr<const saga> s;  // the durable state; replaced, never changed in place
+  std::int64_t version = 0;
+  saga_type type = saga_type::credit;
+  std::string request_hash;
+  instant updated{};
+  std::deque<event> inbox;
+  bool driving = false;
+  bool gone = false;
+  asio::steady_timer wake;
+  // Calls sent and not answered yet, by (step, item, undo, attempt): what
+  // their attempt record needs when the answer comes.
+  std::map<std::tuple<std::size_t, std::size_t, bool, int>, sent_call> sent;
+  std::vector<asio::steady_timer*> waiters;  // woken by every durable change
+
+  stored_saga snapshot() const { return {*s, type, request_hash, version, updated}; }
+  void notify() {
+    for (auto* w : waiters) w->cancel();
+    waiters.clear();
+  }
+};
+
+saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const routing_table& routes,
+                         std::vector<std::unique_ptr<shard_client>>& shards, metrics::registry& metrics,
+                         runner_options options)
+    : ex_(ex),
+      store_(store),
+      routes_(routes),
+      shards_(shards),
+      options_(options),
+      jitter_(std::random_device{}()),
+      claim_now_(ex),
+      started_(metrics.add_counter("tally_orch_sagas_started_total", "Sagas created by this instance")),
+      replayed_(metrics.add_counter("tally_orch_sagas_replayed_total", "Start requests answered with an existing saga")),
+      finished_(metrics.add_counter("tally_orch_sagas_finished_total", "Sagas this instance brought to an end state")),
+      claimed_(metrics.add_counter("tally_orch_sagas_claimed_total", "Due or abandoned sagas this instance claimed")),
+      lost_(metrics.add_counter("tally_orch_sagas_lost_total",
+                                "Saga writes refused because another instance took the saga, or failed")),
+      calls_(metrics.add_counter("tally_orch_calls_total", "Participant calls sent")),
+      save_batch_(metrics.add_histogram("tally_orch_save_batch_size", "Saga writes per store transaction",
+                                        {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      live_gauge_(metrics.add_gauge("tally_orch_live_sagas", "Sagas this instance is driving")),
+      saves_(ex, options.save_connections, options.save_batch,
+             [this](std::size_t w, std::vector<save_request>& writes, std::vector<save_reply>& replies) {
+               return flush_saves(w, writes, replies);
+             },
+             save_reply{pg::error{make_error_code(pg::errc::connection_failed), "", "shutting down"}, 0}) {
+  for (const auto& w : workflows())
+    engines_.emplace_back(w, [this] { return std::uniform_real_distribution<double>(0.0, 1.0)(jitter_); });
+}
+
+saga_runner::~saga_runner() {
+  *alive_ = false;
+  for (auto& [id, l] : live_) {
+    l->gone = true;
+    l->wake.cancel();
+    l->notify();
+  }
+}
+
+instant saga_runner::now() const {
+  return std::chrono::time_point_cast<milliseconds>(std::chrono::system_clock::now());
+}
+
+const engine& saga_runner::engine_of(const saga& s) const {
+  const auto& all = workflows();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i].name == s.workflow) return engines_[i];
+  throw std::logic_error("no workflow " + s.workflow);
+}
+
+void saga_runner::start() {
+  loops_ = 2;
+  asio::co_spawn(ex_, claim_loop(), asio::detached);
+  asio::co_spawn(ex_, renew_loop(), asio::detached);
+}
+
+asio::awaitable<void> saga_runner::async_stop(milliseconds grace) {
+  stopping_ = true;
+  claim_now_.cancel();
+  const auto until = std::chrono::steady_clock::now() + grace;
+  auto busy = [this] {
+    if (loops_ > 0 || driving_ > 0) return true;
+    for (const auto& [id, l] : live_)
+      if (!l->sent.empty()) return true;
+    return false;
+  };
+  while (busy() && std::chrono::steady_clock::now() < until) co_await pause(ex_, milliseconds(20));
+  if (auto err = co_await store_.async_release_all())
+    log::warn("could not release leases; other instances take the sagas when they expire",
+              {{"error", err.message}});
+  for (auto& [id, l] : live_) {
+    l->gone = true;
+    l->wake.cancel();
+    l->notify();
+  }
+  live_.clear();
+  live_gauge_.set(0);
+}
+
+// ---- saving -------------------------------------------------------------
+
+asio::awaitable<saga_runner::save_reply> saga_runner::save(saga_write w, std::shared_ptr<const saga> keep) {
+  return saves_.async_submit(save_request{std::move(w), std::move(keep)});
+}
+
+asio::awaitable<void> saga_runner::flush_saves(std::size_t, std::vector<save_request>& writes,
+                                               std::vector<save_reply>& replies) {
+  auto alive = alive_;
+  std::vector<saga_write> batch;
+  batch.reserve(writes.size());
+  for (auto& w : writes) batch.push_back(std::move(w.write));
+  save_batch_.observe(static_cast<double>(batch.size()));
+  auto r = co_await store_.async_save(batch, now());
+  if (!*alive) co_return;
+  for (std::size_t i = 0; i < replies.size(); ++i)
+    replies[i] = {r.error, r.error || i >= r.versions.size() ? 0 : r.versions[i]};
+}
+
+// ---- driving a saga -----------------------------------------------------
+
+std::shared_ptr<saga_runner::live_saga> saga_runner::adopt(stored_saga st) {
+  auto l = std::make_shared<live_saga>(ex_);
+  l->s = std::make_shared<const saga>(std::move(st.s));
+  l->version = st.version;
+  l->type = st.type;
+  l->request_hash = std::move(st.request_hash);
+  l->updated = st.updated;
+  auto& slot = live_[l->s->id];
+  if (slot) {  // held before, then the lease lapsed: the new claim wins
+    slot->gone = true;
+    slot->wake.cancel();
+    slot->notify();
+  }
+  slot = l;
+  live_gauge_.set(static_cast<double>(live_.size()));
+  return l;
+}
+
+void saga_runner::forget(const std::shared_ptr<live_saga>& l) {
+  l->gone = true;
+  l->wake.cancel();
+  l->notify();
+  auto it = live_.find(l->s->id);
+  if (it != live_.end() && it->second == l) live_.erase(it);
+  live_gauge_.set(static_cast<double>(live_.size()));
+}
+
+// Events that arrived while a saga was being let go: its stored actions go
+// back to the store for the next holder; a requester here stops waiting
+// and asks the store instead.
+void saga_runner::hand_over(const std::shared_ptr<live_saga>& l) {
+  for (auto& e : l->inbox) {
+    if (e.what != event::kind::action) continue;
+    if (e.waiter) e.waiter->timer.cancel();
+    if (e.action_id == 0) continue;
+    auto put_back = [this, alive = alive_, id = e.action_id]() -> asio::awaitable<void> {
+      if (!*alive) co_return;
+      if (auto err = co_await store_.async_return_action(id, now()))
+        log::warn("could not return an action", {{"action", id}, {"error", err.message}});
+    };
+    asio::co_spawn(ex_, put_back, asio::detached);
+  }
+  l->inbox.clear();
+}
+
+void saga_runner::post(const std::shared_ptr<live_saga>& l, event e) {
+  l->inbox.push_back(std::move(e));
+  if (!l->driving) asio::co_spawn(ex_, drive(l), asio::detached);
+}
+
+void saga_runner::schedule_wake(const std::shared_ptr<live_saga>& l) {
+  if (!l->s->wake) {
+    l->wake.cancel();
+    return;
+  }
+  // A millisecond late rather than early: the clock is read in whole milliseconds.
+  const auto delay = std::max(milliseconds(0), *l->s->wake - now()) + milliseconds(1);
+  l->wake.expires_after(delay);
+  l->wake.async_wait([this, alive = alive_, weak = std::weak_ptr<live_saga>(l)](boost::system::error_code ec) {
+    if (ec || !*alive) return;
+    auto held = weak.lock();
+    if (held && !held->gone) post(held, event{});
+  });
+}
+
+struct saga_runner::prepared_call {
+  call_ref ref;
+  int attempt = 0;
+  std::size_t shard = 0;
+  nlohmann::json command;
+};
+
+// Every call of `d` becomes a shard command and an attempt record; the
+// live saga remembers it until its answer comes.
+std::vector<saga_runner::prepared_call> saga_runner::prepare(live_saga& l, const saga& s, const decision& d,
+                                                             instant t, std::vector<step_attempt>& attempts) const {
+  const auto& steps = find_workflow(s.workflow)->steps;
+  std::vector<prepared_call> calls;
+  for (const auto& c : d.send) {
+    prepared_call p{c.ref, c.attempt, routes_.shard_of(s.tenant, c.account), shard_command(c, s.tenant)};
+    auto text = p.command.dump();
+    attempts.push_back({steps.at(c.ref.step).name, c.ref.item, c.ref.undo, c.attempt,
+                        shards_[p.shard]->endpoint().name, text, t, std::nullopt, "", std::nullopt});
+    l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard, std::move(text), t};
+    calls.push_back(std::move(p));
+  }
+  return calls;
+}
+
+// Sends calls whose saga state is durable; each answer becomes an event.
+void saga_runner::dispatch(const std::shared_ptr<live_saga>& l, std::vector<prepared_call> calls) {
+  const auto& steps = find_workflow(l->s->workflow)->steps;
+  for (auto& c : calls) {
+    if (failpoint::armed()) failpoint::hit("persisted." + steps.at(c.ref.step).name);
+    calls_.inc();
+    auto call = [this, alive = alive_, l, c = std::move(c)]() mutable -> asio::awaitable<void> {
+      auto a = co_await shards_[c.shard]->async_call(std::move(c.command));
+      if (!*alive || l->gone) co_return;
+      post(l, event{event::kind::answer, c.ref, c.attempt, std::move(a)});
+    };
+    asio::co_spawn(ex_, std::move(call), asio::detached);
+  }
+}
+
+asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
+  auto alive = alive_;
+  l->driving = true;
+  ++driving_;
+  while (!l->inbox.empty() && !l->gone) {
+    std::deque<event> events;
+    events.swap(l->inbox);
+    auto next = std::make_shared<saga>(*l->s);
+    const auto& eng = engine_of(*next);
+    const auto& steps = find_workflow(next->workflow)->steps;
+    const auto t = now();
+    decision d;
+    std::vector<step_attempt> attempts;
+    std::vector<std::pair<const event*, engine::request_result>> acted;
+    for (const auto& e : events) {
+      switch (e.what) {
+        case event::kind::answer: {
+          const auto key = std::make_tuple(e.ref.step, e.ref.item, e.ref.undo, e.attempt);
+          if (auto it = l->sent.find(key); it != l->sent.end()) {
+            attempts.push_back({steps.at(e.ref.step).name, e.ref.item, e.ref.undo, e.attempt,
+                                shards_[it->second.shard]->endpoint().name, it->second.command, it->second.sent,
+                                std::string(to_string(e.reply.kind)), e.reply.code, t});
+            l->sent.erase(it);
+          }
+          if (failpoint::armed()) failpoint::hit("answered." + steps.at(e.ref.step).name);
+          append(d, eng.on_answer(*next, e.ref, e.reply, t));
+          break;
+        }
+        case event::kind::wake:
+          if (next->wake && t >= *next->wake) append(d, eng.on_wake(*next, t));
+          break;
+        case event::kind::recover: append(d, eng.recover(*next, t)); break;
+        case event::kind::action: acted.emplace_back(&e, apply_action(eng, *next, e.action, t, d)); break;
+      }
+    }
+
+    auto calls = prepare(*l, *next, d, t, attempts);
+
+    // A requester here learns the result; a stored action gets it recorded,
+    // or goes back to wait for the saga's next holder when this write failed.
+    auto answer_requesters = [&](bool failed) {
+      for (auto& [e, r] : acted) {
+        if (e->waiter) {
+          if (!failed) e->waiter->result = r;
+          e->waiter->timer.cancel();
+        }
+        if (e->action_id == 0) continue;
+        auto record = [this, alive, failed, id = e->action_id,
+                       text = std::string(to_string(r))]() -> asio::awaitable<void> {
+          if (!*alive) co_return;
+          // (Not a conditional expression: GCC 12 mishandles co_await in one.)
+          pg::error err;
+          if (failed) err = co_await store_.async_return_action(id, now());
+          else err = co_await store_.async_finish_action(id, text);
+          if (err) log::warn("could not record an action's result", {{"action", id}, {"error", err.message}});
+        };
+        asio::co_spawn(ex_, record, asio::detached);
+      }
+    };
+
+    if (*next == *l->s && attempts.empty()) {  // nothing changed, nothing to write
+      answer_requesters(false);
+      schedule_wake(l);
+      continue;
+    }
+    const bool terminal = is_terminal(next->state);
+    const bool keep = !terminal && next->wake && *next->wake - t <= options_.keep_horizon;
+    const bool changed = next->state != l->s->state || next->error != l->s->error;
+    saga_write w{next.get(), l->version, changed, keep, std::move(attempts)};
+    auto [error, version] = co_await save(std::move(w), next);
+    if (!*alive) break;
+    if (error || version == 0) {
+      // Another instance holds the saga now, or the store failed and the
+      // outcome of this write is unknown. Either way this instance stops
+      // driving it; whoever claims it next recovers from what is durable.
+      lost_.inc();
+      if (error) log::warn("saga write failed", {{"saga_id", next->id}, {"error", error.message}});
+      answer_requesters(true);
+      forget(l);
+      break;
+    }
+    l->s = next;
+    l->version = version;
+    l->updated = t;
+    l->notify();
+    answer_requesters(false);
+    dispatch(l, std::move(calls));
+    if (terminal) finished_.inc();
+    if (terminal || !keep) {
+      forget(l);
+      hand_over(l);
+    } else {
+      schedule_wake(l);
+    }
+  }
+  l->driving = false;
+  --driving_;
+}
+
+// ---- starting -----------------------------------------------------------
+
+asio::awaitable<saga_runner::result> saga_runner::resolve_refund(saga_request& r) {
+  auto got = co_await store_.async_get(r.input.original_saga_id);
+  if (got.error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+  if (got.sagas.empty() || got.sagas[0].s.tenant != r.tenant)
+    co_return result{outcome::not_found, std::nullopt, "no saga " + r.input.original_saga_id};
+  const auto& o = got.sagas[0];
+  if (o.type != saga_type::deduct && o.type != saga_type::transfer)
+    co_return result{outcome::invalid_state, std::nullopt, "only a deduction or a transfer can be refunded"};
+  if (o.s.state != saga_state::completed)
+    co_return result{outcome::invalid_state, std::nullopt, "the original saga has not completed"};
+  r.input.original_key = step_key(o.s);
+  if (o.s.workflow == "transfer") {
+    r.workflow = "refund_transfer";
+    r.input.source = o.s.input.source;
+    r.input.destination = o.s.input.destination;
+    r.input.original_type = "capture";
+  } else {
+    r.workflow = "refund";
+    r.input.account = o.s.input.account;
+    r.input.original_type = o.s.workflow == "deduct_held" ? "capture" : "debit";
+  }
+  co_return result{outcome::created};
+}
+
+asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request request) {
+  auto alive = alive_;
+  if (stopping_) co_return result{outcome::unavailable, std::nullopt, "the orchestrator is shutting down"};
+  if (request.type == saga_type::refund) {
+    auto resolved = co_await resolve_refund(request);
+    if (!*alive) co_return result{};
+    if (resolved.kind != outcome::created) co_return resolved;
+  }
+  const auto t = now();
+  std::array<std::uint8_t, 10> random{};
+  RAND_bytes(random.data(), static_cast<int>(random.size()));
+  auto s = std::make_shared<saga>();
+  s->id = new_saga_id(t, random);
+  s->tenant = request.tenant;
+  s->biz_id = request.biz_id;
+  s->workflow = request.workflow;
+  s->input = request.input;
+  s->created = t;
+  if (request.timeout) s->deadline = t + *request.timeout;
+
+  // The saga's first calls are prepared (and recorded) by a live entry that
+  // is adopted only once the saga is durable.
+  auto l = std::make_shared<live_saga>(ex_);
+  l->type = request.type;
+  l->request_hash = request.request_hash;
+  auto d = engine_of(*s).start(*s, t);
+  std::vector<step_attempt> attempts;
+  auto calls = prepare(*l, *s, d, t, attempts);
+  const bool terminal = is_terminal(s->state);
+  const bool keep = !terminal && s->wake && *s->wake - t <= options_.keep_horizon;
+  saga_write w{s.get(), 0, true, keep, std::move(attempts), request.type, request.request_hash};
+  auto [error, version] = co_await save(std::move(w), s);
+  if (!*alive) co_return result{};
+  if (error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+  if (version == 0) {
+    saga_filter key{request.tenant, request.type, request.biz_id};
+    key.limit = 1;
+    auto found = co_await store_.async_list(std::move(key));
+    if (!*alive) co_return result{};
+    if (found.error || found.sagas.empty())
+      co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+    auto& existing = found.sagas.front();
+    if (existing.request_hash != request.request_hash)
+      co_return result{outcome::conflict, std::move(existing),
+                       "biz_id " + request.biz_id + " was used for another " + std::string(to_string(request.type))};
+    replayed_.inc();
+    // The live copy is fresher while this instance drives it.
+    if (auto it = live_.find(existing.s.id); it != live_.end()) co_return result{outcome::replayed, it->second->snapshot()};
+    co_return result{outcome::replayed, std::move(existing)};
+  }
+  started_.inc();
+  l->s = s;
+  l->version = 1;
+  l->updated = t;
+  result out{outcome::created, l->snapshot()};
+  if (terminal) {
+    finished_.inc();
+    co_return out;
+  }
+  auto& slot = live_[s->id];
+  slot = l;
+  live_gauge_.set(static_cast<double>(live_.size()));
+  dispatch(l, std::move(calls));
+  if (keep) schedule_wake(l);
+  else forget(l);
+  co_return out;
+}
+
+// ---- reading and acting -------------------------------------------------
+
+asio::awaitable<saga_runner::result> saga_runner::async_get(std::string tenant, std::string saga_id,
+                                                            milliseconds wait, bool or_awaiting) {
+  auto alive = alive_;
+  auto settled = [or_awaiting](saga_state s) {
+    return is_terminal(s) || (or_awaiting && s == saga_state::awaiting_confirmation);
+  };
+  const auto until = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const bool last = std::chrono::steady_clock::now() >= until;
+    if (auto it = live_.find(saga_id); it != live_.end()) {
+      auto l = it->second;
+      if (l->s->tenant != tenant) co_return result{outcome::not_found, std::nullopt, "no saga " + saga_id};
+      if (last || settled(l->s->state)) co_return result{outcome::done, l->snapshot()};
+      asio::steady_timer changed(ex_, until);
+      l->waiters.push_back(&changed);
+      boost::system::error_code ec;
+      co_await changed.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (!*alive) co_return result{};
+      std::erase(l->waiters, &changed);
+      if (l->gone && settled(l->s->state)) co_return result{outcome::done, l->snapshot()};
+      continue;
+    }
+    auto got = co_await store_.async_get(saga_id);
+    if (!*alive) co_return result{};
+    if (got.error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+    if (got.sagas.empty() || got.sagas[0].s.tenant != tenant)
+      co_return result{outcome::not_found, std::nullopt, "no saga " + saga_id};
+    if (last || settled(got.sagas[0].s.state)) co_return result{outcome::done, std::move(got.sagas[0])};
+    // Held elsewhere: poll the store.
+    co_await pause(ex_, std::min(milliseconds(25), std::chrono::duration_cast<milliseconds>(
+                                                      until - std::chrono::steady_clock::now())));
+    if (!*alive) co_return result{};
+  }
+}
+
+asio::awaitable<saga_runner::result> saga_runner::async_act(std::string tenant, std::string saga_id,
+                                                            saga_action action) {
+  auto alive = alive_;
+  if (auto it = live_.find(saga_id); it != live_.end() && !stopping_) {
+    auto l = it->second;
+    if (l->s->tenant != tenant) co_return result{outcome::not_found, std::nullopt, "no saga " + saga_id};
+    auto w = std::make_shared<action_wait>(ex_);
+    w->timer.expires_after(options_.action_timeout);
+    event e;
+    e.what = event::kind::action;
+    e.action = action;
+    e.waiter = w;
+    post(l, std::move(e));
+    boost::system::error_code ec;
+    co_await w->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!*alive) co_return result{};
+    if (w->result) co_return result{outcome_of(*w->result), l->snapshot()};
+    // Let go or lost meanwhile: act through the store like any other instance.
+  }
+  auto got = co_await store_.async_get(saga_id);
+  if (!*alive) co_return result{};
+  if (got.error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+  if (got.sagas.empty() || got.sagas[0].s.tenant != tenant)
+    co_return result{outcome::not_found, std::nullopt, "no saga " + saga_id};
+  auto st = std::move(got.sagas[0]);
+  if (is_terminal(st.s.state)) {  // nothing to write: the engine only judges the request
+    auto copy = st.s;
+    decision d;
+    auto r = apply_action(engine_of(copy), copy, action, now(), d);
+    co_return result{outcome_of(r), std::move(st)};
+  }
+  if (stopping_) co_return result{outcome::unavailable, std::nullopt, "the orchestrator is shutting down"};
+  co_return co_await act_elsewhere(std::move(st), action);
+}
+
+asio::awaitable<saga_runner::result> saga_runner::act_elsewhere(stored_saga st, saga_action action) {
+  auto alive = alive_;
+  std::int64_t id = 0;
+  if (auto err = co_await store_.async_request_action(st.s.id, action, now(), id))
+    co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+  if (!*alive) co_return result{};
+  claim_now_.cancel();  // the saga may be free: claim it now rather than at the next tick
+  const auto until = std::chrono::steady_clock::now() + options_.action_timeout;
+  std::string text;
+  while (text.empty() && std::chrono::steady_clock::now() < until) {
+    co_await pause(ex_, milliseconds(10));
+    if (!*alive) co_return result{};
+    if (auto err = co_await store_.async_action_result(id, text)) text.clear();
+    if (!*alive) co_return result{};
+  }
+  auto now_held = co_await async_get(st.s.tenant, st.s.id, milliseconds(0));
+  if (!*alive) co_return result{};
+  if (text == "done" || text == "already" || text == "invalid_state") {
+    now_held.kind = text == "done"      ? outcome::done
+                    : text == "already" ? outcome::already
+                                        : outcome::invalid_state;
+    co_return now_held;
+  }
+  co_return result{outcome::unavailable, std::nullopt, "the saga could not be updated in time; retry"};
+}
+
+// ---- claiming, renewing, actions ----------------------------------------
+
+// Actions the store handed over with a claim: each goes to its saga's
+// inbox, after the recovery a claim posts, so both are applied together.
+void saga_runner::deliver(std::vector<pending_action> actions) {
+  for (auto& a : actions) {
+    auto it = live_.find(a.saga_id);
+    if (it == live_.end()) {  // let go meanwhile: back to whoever holds it next
+      auto put_back = [this, alive = alive_, id = a.id]() -> asio::awaitable<void> {
+        if (!*alive) co_return;
+        if (auto err = co_await store_.async_return_action(id, now()))
+          log::warn("could not return an action", {{"action", id}, {"error", err.message}});
+      };
+      asio::co_spawn(ex_, put_back, asio::detached);
+      continue;
+    }
+    event e;
+    e.what = event::kind::action;
+    e.action = a.action;
+    e.action_id = a.id;
+    post(it->second, std::move(e));
+  }
+}
+
+asio::awaitable<void> saga_runner::claim_loop() {
+  auto alive = alive_;
+  while (!stopping_) {
+    auto r = co_await store_.async_claim(options_.claim_batch, now());
+    if (!*alive) co_return;
+    if (stopping_) break;
+    if (r.error) log::warn("claiming due sagas failed", {{"error", r.error.message}});
+    // A claimed saga's recovery and its actions go into its inbox before it
+    // is driven, so they are applied in one write.
+    std::vector<std::shared_ptr<live_saga>> claimed;
+    for (auto& st : r.sagas) {
+      claimed_.inc();
+      claimed.push_back(adopt(std::move(st)));
+      claimed.back()->inbox.push_back(event{event::kind::recover});
+    }
+    deliver(std::move(r.actions));
+    for (auto& l : claimed)
+      if (!l->driving && !l->inbox.empty()) asio::co_spawn(ex_, drive(l), asio::detached);
+    if (r.sagas.size() < options_.claim_batch && !stopping_) {
+      claim_now_.expires_after(options_.claim_interval);
+      boost::system::error_code ec;
+      co_await claim_now_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (!*alive) co_return;
+    }
+  }
+  --loops_;
+}
+
+asio::awaitable<void> saga_runner::renew_loop() {
+  auto alive = alive_;
+  while (!stopping_) {
+    std::int64_t held = 0;
+    if (auto err = co_await store_.async_renew(now(), held))
+      log::warn("renewing leases failed", {{"error", err.message}});
+    if (!*alive) co_return;
+    for (auto left = options_.lease / 3; left > milliseconds(0) && !stopping_; left -= milliseconds(50)) {
+      co_await pause(ex_, std::min(left, milliseconds(50)));
+      if (!*alive) co_return;
+    }
+  }
+  --loops_;
+}
+
+}  // namespace tally::orch
