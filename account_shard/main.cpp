@@ -189,15 +189,7 @@ int main(int argc, char** argv) {
       asio::co_spawn(io, stop, asio::detached);
     });
     auto run = [&]() -> asio::awaitable<void> { co_await a->run(); };
-    asio::co_spawn(io, run, [](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        log::error("fatal", {{"error", ex.what()}});
-        std::_Exit(1);
-      }
-    });
+    asio::co_spawn(io, run, log::exit_on_failure);
     io.run();
     return 0;
   } catch (const std::exception& e) {

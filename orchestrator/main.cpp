@@ -12,6 +12,7 @@
 #include <string_view>
 #include <variant>
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -102,7 +103,8 @@ struct app {
     return o;
   }
 
-  void run() {
+  asio::awaitable<void> run() {
+    if (auto err = co_await runner_->async_open()) throw std::runtime_error("saga store: " + err.message);
     runner_->start();
     server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_));
     server_->start();
@@ -154,7 +156,8 @@ int main(int argc, char** argv) {
       auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
       asio::co_spawn(io, stop, asio::detached);
     });
-    a->run();
+    auto run = [&]() -> asio::awaitable<void> { co_await a->run(); };
+    asio::co_spawn(io, run, log::exit_on_failure);
     io.run();
     return 0;
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -144,6 +145,18 @@ void fatal(std::string_view service, std::string_view what) {
   } catch (...) {
     write_line("{\"level\":\"error\",\"msg\":\"fatal\"}\n");
   }
+}
+
+void exit_on_failure(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    error("fatal", {{"error", ex.what()}});
+  } catch (...) {
+    error("fatal", {{"error", "unknown exception"}});
+  }
+  std::_Exit(1);
 }
 
 }  // namespace tally::log

@@ -1,7 +1,8 @@
 -- The saga store. One row per saga: what was asked (input, request hash),
 -- where it stands (state, and the engine's progress of every call as JSON),
 -- when the engine must look at it again (wake_at), and which instance holds
--- it (a lease). Every attempt of every call is kept in saga_step; every
+-- it (a lease, valid while that instance's heartbeat in
+-- orchestrator_instance is fresh). Every attempt of every call is kept in saga_step; every
 -- state change is an outbox event in the same transaction.
 --
 -- Identifiers are COLLATE "C", as on the shards.
@@ -25,8 +26,7 @@ CREATE TABLE saga (
   deadline timestamptz NOT NULL,
   -- NULL when nothing but an outside event (the app, an operator) can move it.
   wake_at timestamptz,
-  lease_owner text,
-  lease_until timestamptz,
+  lease_owner text COLLATE "C",
   -- Bumped by every write; a write names the version it read.
   version bigint NOT NULL CHECK (version >= 1),
   -- Saga idempotency: one saga per (tenant, type, biz_id) forever.
@@ -35,6 +35,14 @@ CREATE TABLE saga (
   CHECK (state NOT IN ('completed', 'failed', 'compensated') OR (wake_at IS NULL AND lease_owner IS NULL))
 );
 CREATE INDEX saga_due ON saga (wake_at) WHERE wake_at IS NOT NULL;
+
+-- One row per orchestrator instance: its leases hold while alive_until is
+-- in the future, so renewing every lease is one row's update (never a lock
+-- on the sagas being written).
+CREATE TABLE orchestrator_instance (
+  instance text COLLATE "C" PRIMARY KEY,
+  alive_until timestamptz NOT NULL
+);
 CREATE INDEX saga_by_state ON saga (tenant, state, created_at);
 CREATE INDEX saga_by_biz ON saga (tenant, biz_id);
 

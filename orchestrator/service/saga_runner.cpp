@@ -169,6 +169,8 @@ const engine& saga_runner::engine_of(const saga& s) const {
   throw std::logic_error("no workflow " + s.workflow);
 }
 
+asio::awaitable<pg::error> saga_runner::async_open() { co_return co_await store_.async_renew(now()); }
+
 void saga_runner::start() {
   loops_ = 2;
   asio::co_spawn(ex_, claim_loop(), asio::detached);
@@ -399,9 +401,12 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
       // outcome of this write is unknown. Either way this instance stops
       // driving it; whoever claims it next recovers from what is durable.
       lost_.inc();
-      if (error) log::warn("saga write failed", {{"saga_id", next->id}, {"error", error.message}});
       answer_requesters(true);
       forget(l);
+      if (error) {
+        log::warn("saga write failed; letting the saga go", {{"saga_id", next->id}, {"error", error.message}});
+        asio::co_spawn(ex_, release(next->id), asio::detached);
+      }
       break;
     }
     l->s = next;
@@ -420,6 +425,18 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
   }
   l->driving = false;
   --driving_;
+}
+
+// Gives up the lease of a saga whose write failed, once the store answers,
+// so that a claim (this instance's or another's) recovers it from what is
+// durable.
+asio::awaitable<void> saga_runner::release(std::string saga_id) {
+  auto alive = alive_;
+  for (milliseconds delay(100); *alive && !stopping_; delay = std::min(delay * 2, milliseconds(5000))) {
+    co_await pause(ex_, delay);
+    if (!*alive) co_return;
+    if (!co_await store_.async_release(saga_id)) co_return;
+  }
 }
 
 // ---- starting -----------------------------------------------------------
@@ -669,8 +686,7 @@ asio::awaitable<void> saga_runner::claim_loop() {
 asio::awaitable<void> saga_runner::renew_loop() {
   auto alive = alive_;
   while (!stopping_) {
-    std::int64_t held = 0;
-    if (auto err = co_await store_.async_renew(now(), held))
+    if (auto err = co_await store_.async_renew(now()))
       log::warn("renewing leases failed", {{"error", err.message}});
     if (!*alive) co_return;
     for (auto left = options_.lease / 3; left > milliseconds(0) && !stopping_; left -= milliseconds(50)) {

@@ -57,7 +57,9 @@ class saga_runner {
   saga_runner(const saga_runner&) = delete;
   saga_runner& operator=(const saga_runner&) = delete;
 
-  // Starts claiming, renewing and taking actions.
+  // The first heartbeat: this instance's leases are valid from then on.
+  boost::asio::awaitable<pg::error> async_open();
+  // Starts claiming (with the actions that come with claims) and renewing.
   void start();
   // Stops taking new work, lets the running batches finish (up to `grace`),
   // then gives up every lease.
@@ -113,6 +115,7 @@ class saga_runner {
   void schedule_wake(const std::shared_ptr<live_saga>& l);
   void forget(const std::shared_ptr<live_saga>& l);
   void hand_over(const std::shared_ptr<live_saga>& l);
+  boost::asio::awaitable<void> release(std::string saga_id);
   boost::asio::awaitable<void> claim_loop();
   boost::asio::awaitable<void> renew_loop();
   void deliver(std::vector<pending_action> actions);

@@ -32,14 +32,14 @@ namespace {
 constexpr std::string_view sql_insert =
     "WITH ins AS ("
     " INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,"
-    "  error_message, attention, created_at, updated_at, deadline, wake_at, lease_owner, lease_until, version)"
+    "  error_message, attention, created_at, updated_at, deadline, wake_at, lease_owner, version)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::jsonb, $10, $11, $12, to_timestamp($13::bigint / 1000.0),"
     "  to_timestamp($13::bigint / 1000.0), to_timestamp($14::bigint / 1000.0), to_timestamp($15::bigint / 1000.0),"
-    "  $16, to_timestamp($17::bigint / 1000.0), 1)"
+    "  $16, 1)"
     " ON CONFLICT (tenant, type, biz_id) DO NOTHING RETURNING tenant, saga_id),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
-    "  SELECT tenant, saga_id, 1, 'saga.state', $18::jsonb FROM ins),"
-    " st AS (" TALLY_ATTEMPTS_FROM("ins", "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28") ")"
+    "  SELECT tenant, saga_id, 1, 'saga.state', $17::jsonb FROM ins),"
+    " st AS (" TALLY_ATTEMPTS_FROM("ins", "$18", "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27") ")"
     " SELECT saga_id FROM ins";
 constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
 constexpr std::string_view sql_save =
@@ -49,8 +49,7 @@ constexpr std::string_view sql_save =
     "  wake_at = CASE WHEN $9::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM saga_action a"
     "   WHERE a.saga_id = $1 AND a.status = 'pending') THEN to_timestamp($8::bigint / 1000.0)"
     "   ELSE to_timestamp($9::bigint / 1000.0) END,"
-    "  lease_owner = CASE WHEN $10::boolean THEN lease_owner END,"
-    "  lease_until = CASE WHEN $10::boolean THEN lease_until END, version = version + 1"
+    "  lease_owner = CASE WHEN $10::boolean THEN lease_owner END, version = version + 1"
     " WHERE saga_id = $1 AND version = $2 AND lease_owner = $11 RETURNING tenant, saga_id, version),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
     "  SELECT tenant, saga_id, version, 'saga.state', $12::jsonb FROM u WHERE $13::boolean),"
@@ -59,10 +58,11 @@ constexpr std::string_view sql_save =
     "   SET outcome = EXCLUDED.outcome, code = EXCLUDED.code, answered_at = EXCLUDED.answered_at)"
     " SELECT version FROM u";
 constexpr std::string_view sql_claim =
-    "UPDATE saga s SET lease_owner = $1, lease_until = to_timestamp($2::bigint / 1000.0), version = s.version + 1"
-    " FROM (SELECT saga_id FROM saga WHERE wake_at <= to_timestamp($3::bigint / 1000.0)"
-    "  AND (lease_owner IS NULL OR lease_until < to_timestamp($3::bigint / 1000.0))"
-    "  ORDER BY wake_at LIMIT $4 FOR UPDATE SKIP LOCKED) due"
+    "UPDATE saga s SET lease_owner = $1, version = s.version + 1"
+    " FROM (SELECT saga_id FROM saga WHERE wake_at <= to_timestamp($2::bigint / 1000.0)"
+    "  AND (lease_owner IS NULL OR NOT EXISTS (SELECT 1 FROM orchestrator_instance i"
+    "   WHERE i.instance = saga.lease_owner AND i.alive_until >= to_timestamp($2::bigint / 1000.0)))"
+    "  ORDER BY wake_at LIMIT $3 FOR UPDATE SKIP LOCKED) due"
     " WHERE s.saga_id = due.saga_id RETURNING " TALLY_SAGA_COLUMNS;
 constexpr std::string_view sql_list =
     "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND ($2::text IS NULL OR s.type = $2)"
@@ -74,7 +74,9 @@ constexpr std::string_view sql_attempts =
     " code, (extract(epoch FROM answered_at) * 1000)::bigint FROM saga_step WHERE saga_id = $1"
     " ORDER BY sent_at, step, item, undo, attempt";
 constexpr std::string_view sql_release_all =
-    "UPDATE saga SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1";
+    "DELETE FROM orchestrator_instance WHERE instance = $1";
+constexpr std::string_view sql_release =
+    "UPDATE saga SET lease_owner = NULL WHERE saga_id = $1 AND lease_owner = $2";
 constexpr std::string_view sql_request_action =
     "WITH a AS (INSERT INTO saga_action (saga_id, action) VALUES ($1, $2) RETURNING id),"
     " due AS (UPDATE saga SET wake_at = LEAST(wake_at, to_timestamp($3::bigint / 1000.0))"
@@ -92,7 +94,8 @@ constexpr std::string_view sql_finish_action =
     "UPDATE saga_action SET status = 'finished', result = $2, finished_at = now() WHERE id = $1";
 constexpr std::string_view sql_action_result = "SELECT result FROM saga_action WHERE id = $1 AND status = 'finished'";
 constexpr std::string_view sql_renew =
-    "UPDATE saga SET lease_until = to_timestamp($2::bigint / 1000.0) WHERE lease_owner = $1";
+    "INSERT INTO orchestrator_instance (instance, alive_until) VALUES ($1, to_timestamp($2::bigint / 1000.0))"
+    " ON CONFLICT (instance) DO UPDATE SET alive_until = EXCLUDED.alive_until";
 
 #undef TALLY_SAGA_COLUMNS
 #undef TALLY_ATTEMPTS_FROM
@@ -229,7 +232,7 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
       params = {s.id, s.tenant, std::string(to_string(*w.create)), s.biz_id, w.request_hash, s.workflow,
                 input_to_json(s.input).dump(), std::string(to_string(s.state)), progress_to_json(s).dump(),
                 error_code, error_message, opt_text(s.attention), ms_param(s.created), ms_param(s.deadline), wake,
-                keep ? param{owner_} : param{}, keep ? ms_param(now + lease_) : param{}, event_payload(s, now)};
+                keep ? param{owner_} : param{}, event_payload(s, now)};
     } else {
       params = {s.id, std::to_string(w.version), std::string(to_string(s.state)), progress_to_json(s).dump(),
                 error_code, error_message, opt_text(s.attention), ms_param(now), wake, boolean(keep), owner_,
@@ -257,7 +260,7 @@ asio::awaitable<saga_store::load_result> saga_store::async_claim(std::size_t lim
   if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
   std::vector<pg::statement> st{
       {pg::sql_begin, {}},
-      {sql_claim, {owner_, ms_param(now + lease_), ms_param(now), std::to_string(limit)}},
+      {sql_claim, {owner_, ms_param(now), std::to_string(limit)}},
       {sql_take_actions, {owner_}},
       {pg::sql_commit, {}}};
   std::vector<pg::result> rs;
@@ -274,12 +277,16 @@ asio::awaitable<saga_store::load_result> saga_store::async_claim(std::size_t lim
   co_return out;
 }
 
-asio::awaitable<pg::error> saga_store::async_renew(instant now, std::int64_t& held) {
+asio::awaitable<pg::error> saga_store::async_renew(instant now) {
   pg::result r;
   std::vector<param> params{owner_, ms_param(now + lease_)};
-  auto err = co_await query(sql_renew, std::move(params), r);
-  if (!err) held = r.affected_rows();
-  co_return err;
+  co_return co_await query(sql_renew, std::move(params), r);
+}
+
+asio::awaitable<pg::error> saga_store::async_release(std::string saga_id) {
+  pg::result r;
+  std::vector<param> params{std::move(saga_id), owner_};
+  co_return co_await query(sql_release, std::move(params), r);
 }
 
 asio::awaitable<saga_store::load_result> saga_store::async_get(std::string saga_id) {

@@ -1,7 +1,8 @@
 #pragma once
 // The durable saga store (migrations/orchestrator/). Sagas are created
 // idempotently on (tenant, type, biz_id) + request hash, held by one
-// instance at a time through a lease, written back with the version they
+// instance at a time through a lease (valid while the instance's heartbeat
+// is fresh), written back with the version they
 // were read at (a write from an instance that lost its lease changes
 // nothing), and claimed when due with FOR UPDATE SKIP LOCKED so instances
 // never take the same saga. Every attempt of every call goes to saga_step,
@@ -114,8 +115,10 @@ class saga_store {
   // and, in the same transaction, takes the pending actions of every saga
   // this instance now holds.
   boost::asio::awaitable<load_result> async_claim(std::size_t limit, instant now);
-  // Extends this instance's leases; returns how many it holds.
-  boost::asio::awaitable<pg::error> async_renew(instant now, std::int64_t& held);
+  // The instance's heartbeat: extends every lease it holds (one row).
+  boost::asio::awaitable<pg::error> async_renew(instant now);
+  // Gives up one saga's lease (one this instance stopped driving).
+  boost::asio::awaitable<pg::error> async_release(std::string saga_id);
   // One saga by id (any tenant: callers check).
   boost::asio::awaitable<load_result> async_get(std::string saga_id);
   // Sagas matching the filter, oldest first (ids are time-ordered).
@@ -128,8 +131,8 @@ class saga_store {
   // Every recorded attempt of a saga, in the order they were sent.
   boost::asio::awaitable<attempts_result> async_attempts(std::string saga_id);
 
-  // Gives up every lease of this instance (at shutdown), so that others
-  // take the sagas at once instead of after the lease expires.
+  // Gives up every lease of this instance (at shutdown: its heartbeat goes),
+  // so that others take the sagas at once instead of after it expires.
   boost::asio::awaitable<pg::error> async_release_all();
 
   // Records an action for whichever instance holds (or next claims) the

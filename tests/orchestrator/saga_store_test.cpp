@@ -133,19 +133,20 @@ TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
     pg::pool pool(io.get_executor(), options());
     saga_store a(pool, "a", 5s, 3s), b(pool, "b", 5s, 3s);
     auto s = started("sg_c");
+    auto heartbeat = co_await a.async_renew(t0);  // a is alive until 5 s
+    EXPECT_FALSE(heartbeat) << heartbeat.message;
     co_await a.async_create(s, saga_type::transfer, "h", t0);
     EXPECT_EQ(s.wake, t0 + 2s);  // the hold's timeout
 
-    auto early = co_await b.async_claim(10, t0 + 2500ms);  // due, but a's lease runs to 5 s
+    auto early = co_await b.async_claim(10, t0 + 2500ms);  // due, but a is alive
     EXPECT_FALSE(early.error) << early.error.message;
     EXPECT_TRUE(early.sagas.empty());
-    std::int64_t held = 0;
-    co_await a.async_renew(t0 + 4s, held);  // a is alive: its lease now runs to 9 s
-    EXPECT_EQ(held, 1);
+    co_await a.async_renew(t0 + 4s);  // a's leases now run to 9 s
     auto still_held = co_await b.async_claim(10, t0 + 6s);
     EXPECT_TRUE(still_held.sagas.empty());
 
-    auto late = co_await b.async_claim(10, t0 + 10s);  // a died: its lease lapsed
+    co_await b.async_renew(t0 + 10s);
+    auto late = co_await b.async_claim(10, t0 + 10s);  // a died: its heartbeat lapsed
     EXPECT_EQ(late.sagas.size(), 1u);
     if (late.sagas.size() == 1) {
       EXPECT_EQ(late.sagas[0].s.id, "sg_c");
@@ -156,8 +157,9 @@ TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
     saga_write old{&s, 1, true, true, {}};
     auto fenced = co_await a.async_save(std::span(&old, 1), t0 + 11s);
     EXPECT_EQ(fenced.versions, std::vector<std::int64_t>{0});
-    co_await a.async_renew(t0 + 11s, held);
-    EXPECT_EQ(held, 0);
+    co_await a.async_renew(t0 + 11s);  // a comes back: b holds the saga now
+    auto back = co_await a.async_claim(10, t0 + 11s);
+    EXPECT_TRUE(back.sagas.empty());
   });
   EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner = 'b'"), 1);
 }
@@ -196,7 +198,9 @@ TEST_F(SagaStore, ConcurrentClaimsNeverShareASaga) {
     for (int i = 0; i < sagas; ++i)
       co_await creator.async_create(started("sg_" + std::to_string(i), "t-" + std::to_string(i)),
                                     saga_type::transfer, "h", t0);
-    const auto later = t0 + 1h;  // "gone" never renewed
+    const auto later = t0 + 1h;  // "gone" never had a heartbeat
+    co_await a.async_renew(later);
+    co_await b.async_renew(later);
     auto take = [&](saga_store& st, std::set<std::string>& mine) -> asio::awaitable<void> {
       for (int round = 0; round < 20; ++round) {
         auto r = co_await st.async_claim(3, later);
