@@ -12,53 +12,26 @@
 // sends N debits per /v1/batch request, as the orchestrator does when it
 // coalesces the calls of many sagas to one shard; each debit's latency is
 // its request's, and the open-loop rate counts debits.
-#include <sys/resource.h>
-
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <iostream>
-#include <map>
-#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <nlohmann/json.hpp>
-
-#include "common/http/client.hpp"
+#include "bench/load.hpp"
 
 namespace {
 
-namespace asio = boost::asio;
-namespace bhttp = boost::beast::http;
 using clock_type = std::chrono::steady_clock;
-using namespace std::chrono_literals;
 
 // Every account gets the largest amount a command may carry, so a run of
 // amount-1 debits never exhausts it.
 constexpr std::int64_t funding = 1'000'000'000'000'000;
-// The shard refuses batches over 1000 commands and request bodies over its
-// 64 KiB body limit; setup batches stay under both.
 constexpr std::size_t batch_max_commands = 1000;
-constexpr std::size_t batch_max_bytes = 60'000;
-constexpr std::size_t setup_parallelism = 8;
-constexpr auto debit_timeout = 10s;
-constexpr auto setup_timeout = 60s;
 
 struct options {
   std::string host = "127.0.0.1";
@@ -76,13 +49,7 @@ struct options {
 options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_SHARD_INTERNAL_TOKEN")) o.token = t;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    auto eq = arg.find('=');
-    if (!arg.starts_with("--") || eq == std::string_view::npos)
-      throw std::invalid_argument("arguments are --name=value, got " + std::string(arg));
-    std::string name(arg.substr(2, eq - 2));
-    std::string value(arg.substr(eq + 1));
+  for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
     if (name == "host") o.host = value;
     else if (name == "port") o.port = static_cast<std::uint16_t>(std::stoul(value));
     else if (name == "token") o.token = value;
@@ -106,186 +73,28 @@ options parse_options(int argc, char** argv) {
 
 std::string account_id(std::size_t i) { return "acc-" + std::to_string(i); }
 
-// ---- setup: open and fund every account with /v1/batch ----
-
-std::vector<std::string> to_batches(const std::vector<std::string>& commands) {
-  std::vector<std::string> bodies;
-  std::string body;
-  std::size_t count = 0;
-  for (const auto& c : commands) {
-    if (count == batch_max_commands || (count > 0 && body.size() + c.size() + 2 > batch_max_bytes)) {
-      bodies.push_back(body + "]}");
-      count = 0;
-    }
-    body = count == 0 ? R"({"commands":[)" + c : body + "," + c;
-    ++count;
-  }
-  if (count > 0) bodies.push_back(body + "]}");
-  return bodies;
-}
-
-// Sends one setup batch; a 503 or a lost connection is retried, which is
-// safe because every setup command has a fixed key.
-asio::awaitable<void> send_setup_batch(tally::http::client& client, const options& opt, const std::string& body) {
-  auto ex = co_await asio::this_coro::executor;
-  std::string last_problem;
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    if (attempt > 0) {
-      asio::steady_timer pause(ex, 200ms * attempt);
-      co_await pause.async_wait(asio::use_awaitable);
-    }
-    std::string target = "/v1/batch";
-    std::string copy = body;
-    auto r = co_await client.async_json(bhttp::verb::post, std::move(target), std::move(copy), setup_timeout,
-                                        opt.token);
-    if (r.error) {
-      last_problem = r.error.message();
-      continue;
-    }
-    if (r.message.result_int() == 503) {
-      last_problem = "503 " + r.message.body();
-      continue;
-    }
-    if (r.message.result_int() != 200)
-      throw std::runtime_error("setup batch answered " + std::to_string(r.message.result_int()) + ": " +
-                               r.message.body().substr(0, 300));
-    auto j = nlohmann::json::parse(r.message.body());
-    bool retry = false;
-    for (const auto& result : j.at("results")) {
-      auto status = result.at("status").get<std::string>();
-      if (status == "succeeded") continue;
-      if (status == "unavailable" || status == "retry") {
-        retry = true;
-        last_problem = result.dump();
-        continue;
-      }
-      throw std::runtime_error("setup command failed: " + result.dump());
-    }
-    if (!retry) co_return;
-  }
-  throw std::runtime_error("setup batch kept failing: " + last_problem);
-}
-
-// Sends `bodies` over setup_parallelism connections; returns when all are in.
-asio::awaitable<void> send_setup_phase(const options& opt, const std::vector<std::string>& bodies) {
-  auto ex = co_await asio::this_coro::executor;
-  std::size_t next = 0;
-  std::size_t running = 0;
-  std::exception_ptr failure;
-  asio::steady_timer all_done(ex, clock_type::time_point::max());
-  auto sender = [&]() -> asio::awaitable<void> {
-    tally::http::client client(co_await asio::this_coro::executor, opt.host, opt.port);
-    while (next < bodies.size() && !failure) co_await send_setup_batch(client, opt, bodies[next++]);
-  };
-  for (std::size_t i = 0; i < std::min(setup_parallelism, bodies.size()); ++i) {
-    ++running;
-    asio::co_spawn(ex, sender, [&](std::exception_ptr e) {
-      if (e && !failure) failure = e;
-      if (--running == 0) all_done.cancel();
-    });
-  }
-  // The timer serves as a condition variable: the last sender cancels it.
-  if (running > 0) {
-    auto [ec] = co_await all_done.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;
-  }
-  if (failure) std::rethrow_exception(failure);
-}
-
-asio::awaitable<void> wait_until_ready(const options& opt) {
-  auto ex = co_await asio::this_coro::executor;
-  tally::http::client client(ex, opt.host, opt.port);
-  const auto deadline = clock_type::now() + 60s;
-  while (true) {
-    std::string target = "/readyz";
-    auto r = co_await client.async_json(bhttp::verb::get, std::move(target), "", 2s);
-    if (!r.error && r.message.result_int() == 200) co_return;
-    if (clock_type::now() > deadline) throw std::runtime_error("the shard did not become ready within 60 s");
-    asio::steady_timer pause(ex, 100ms);
-    co_await pause.async_wait(asio::use_awaitable);
-  }
-}
-
-asio::awaitable<void> set_up_accounts(const options& opt) {
-  co_await wait_until_ready(opt);
-  std::vector<std::string> opens, credits;
-  for (std::size_t i = 0; i < opt.accounts; ++i) {
-    auto id = account_id(i);
-    opens.push_back(R"({"type":"open_account","tenant":")" + opt.tenant + R"(","account_id":")" + id + R"("})");
-    credits.push_back(R"({"type":"credit","tenant":")" + opt.tenant + R"(","account_id":")" + id +
-                      R"(","biz_id":"bench-funding","amount":)" + std::to_string(funding) + "}");
-  }
-  // Every open commits before any credit: with per-command commits, parallel
-  // workers could otherwise credit an account before it exists.
-  auto open_batches = to_batches(opens);
-  co_await send_setup_phase(opt, open_batches);
-  auto credit_batches = to_batches(credits);
-  co_await send_setup_phase(opt, credit_batches);
-}
-
-// ---- the measured run ----
-
 std::size_t occurrences(std::string_view text, std::string_view needle) {
   std::size_t n = 0;
   for (auto at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + needle.size())) ++n;
   return n;
 }
 
-struct connection_result {
-  std::vector<std::uint32_t> latencies_us;  // every decided debit (succeeded or rejected)
-  std::uint64_t succeeded = 0;
-  std::uint64_t rejected = 0;
-  std::map<std::string, std::uint64_t> errors;  // by kind
-  clock_type::time_point finished;
-};
+int run(const options& opt) {
+  const tally::bench::endpoint shard{opt.host, opt.port, opt.token};
+  std::vector<std::string> accounts;
+  for (std::size_t i = 0; i < opt.accounts; ++i) accounts.push_back(account_id(i));
+  const auto setup_start = clock_type::now();
+  tally::bench::set_up_accounts(shard, opt.tenant, accounts, funding);
+  const double setup_s = std::chrono::duration<double>(clock_type::now() - setup_start).count();
+  std::fprintf(stderr, "shard_bench: %zu accounts opened and funded in %.1f s\n", opt.accounts, setup_s);
 
-// Read by the progress reporter while connections on other threads write.
-struct live_counters {
-  std::atomic<std::uint64_t> succeeded{0};
-  std::atomic<std::uint64_t> rejected{0};
-  std::atomic<std::uint64_t> errors{0};
-  std::atomic<std::size_t> running{0};
-};
-
-asio::awaitable<void> run_connection(const options& opt, std::size_t index, std::string run_tag,
-                                     clock_type::time_point start, clock_type::time_point end,
-                                     connection_result& out, live_counters& live) {
-  auto ex = co_await asio::this_coro::executor;
-  tally::http::client client(ex, opt.host, opt.port);
-  asio::steady_timer pacer(ex);
-  std::mt19937_64 rng(index + 1);
-  std::uniform_int_distribution<std::size_t> pick_account(0, opt.accounts - 1);
-  const bool open_loop = opt.rate > 0;
-  // Open loop: connection k owns slots k, k+N, k+2N, ... of one global
-  // schedule of requests, so the connections together offer `rate` debits/s.
-  const double request_rate = opt.rate / static_cast<double>(opt.per_request);
-  const auto interval = open_loop ? std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
-                                        static_cast<double>(opt.connections) / request_rate))
-                                  : clock_type::duration::zero();
-  auto due = open_loop ? start + std::chrono::duration_cast<clock_type::duration>(
-                                     std::chrono::duration<double>(static_cast<double>(index) / request_rate))
-                       : start;
+  const auto tag = tally::bench::run_tag();
   const std::string prefix = R"({"type":"debit","tenant":")" + opt.tenant + R"(","account_id":")";
-  const std::string id_prefix = "d-" + run_tag + "-" + std::to_string(index) + "-";
   const bool batched = opt.per_request > 1;
-  const std::string target = batched ? "/v1/batch" : "/v1/commands";
-  out.latencies_us.reserve(static_cast<std::size_t>(opt.duration_s * 1000));
-
-  for (std::uint64_t seq = 0;;) {
-    auto sent = clock_type::now();
-    if (open_loop) {
-      if (due >= end) break;
-      if (due > sent) {
-        pacer.expires_at(due);
-        co_await pacer.async_wait(asio::use_awaitable);
-      }
-      // Latency counts from the scheduled time: a debit that waits for its
-      // connection waits for the shard, and hiding that would flatter p99.
-      sent = due;
-      due += interval;
-    } else if (sent >= end) {
-      break;
-    }
+  tally::bench::workload work;
+  work.next = [&](std::size_t connection, std::uint64_t& seq, std::mt19937_64& rng) {
+    std::uniform_int_distribution<std::size_t> pick_account(0, opt.accounts - 1);
+    const std::string id_prefix = "d-" + tag + "-" + std::to_string(connection) + "-";
     std::string body = batched ? R"({"commands":[)" : "";
     for (std::size_t i = 0; i < opt.per_request; ++i, ++seq) {
       if (i > 0) body += ',';
@@ -293,157 +102,20 @@ asio::awaitable<void> run_connection(const options& opt, std::size_t index, std:
               R"(","amount":1})";
     }
     if (batched) body += "]}";
-    std::string t = target;
-    auto r = co_await client.async_json(bhttp::verb::post, std::move(t), std::move(body), debit_timeout, opt.token);
-    auto latency = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - sent).count();
-
-    std::string error_kind;
-    std::size_t succeeded = 0, rejected = 0;
-    if (r.error) {
-      error_kind = r.error == asio::error::timed_out ? "timeout" : "transport";
-    } else if (r.message.result_int() != 200) {
-      error_kind = "http_" + std::to_string(r.message.result_int());
-    } else {
-      // The shard writes compact JSON; counting substrings keeps the
-      // client's CPU for sending rather than parsing.
-      succeeded = occurrences(r.message.body(), R"("status":"succeeded")");
-      rejected = occurrences(r.message.body(), R"("status":"rejected")");
-      if (succeeded + rejected != opt.per_request) error_kind = "reply_not_decided";
-    }
-    if (error_kind.empty()) {
-      out.succeeded += succeeded;
-      out.rejected += rejected;
-      live.succeeded.fetch_add(succeeded, std::memory_order_relaxed);
-      live.rejected.fetch_add(rejected, std::memory_order_relaxed);
-      out.latencies_us.insert(out.latencies_us.end(), opt.per_request,
-                              static_cast<std::uint32_t>(std::min<std::int64_t>(latency, UINT32_MAX)));
-    } else {
-      out.errors[error_kind] += opt.per_request;
-      live.errors.fetch_add(opt.per_request, std::memory_order_relaxed);
-    }
-  }
-  out.finished = clock_type::now();
-}
-
-// per_second[i]: debits that succeeded in second i+1 after the start; the
-// last entry holds the drain of the debits in flight at the deadline.
-asio::awaitable<void> report_progress(clock_type::time_point start, live_counters& live,
-                                      std::vector<std::uint64_t>& per_second) {
-  asio::steady_timer tick(co_await asio::this_coro::executor);
-  std::uint64_t last = 0;
-  for (int second = 1; live.running.load() > 0; ++second) {
-    tick.expires_at(start + std::chrono::seconds(second));
-    co_await tick.async_wait(asio::use_awaitable);
-    auto done = live.succeeded.load(std::memory_order_relaxed);
-    per_second.push_back(done - last);
-    std::fprintf(stderr, "shard_bench: %3ds %10llu debits %8llu/s  rejected %llu  errors %llu\n", second,
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(done - last),
-                 static_cast<unsigned long long>(live.rejected.load(std::memory_order_relaxed)),
-                 static_cast<unsigned long long>(live.errors.load(std::memory_order_relaxed)));
-    last = done;
-  }
-}
-
-double percentile_ms(const std::vector<std::uint32_t>& sorted_us, double q) {
-  if (sorted_us.empty()) return 0;
-  // Nearest rank: the smallest sample with at least q of all samples at or below it.
-  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted_us.size())));
-  return sorted_us[std::clamp<std::size_t>(rank, 1, sorted_us.size()) - 1] / 1000.0;
-}
-
-// User + system CPU this process has used so far, in seconds.
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
-}
-
-void rethrow_failure(std::exception_ptr e) {
-  if (e) std::rethrow_exception(e);
-}
-
-int run(const options& opt) {
-  const auto setup_start = clock_type::now();
-  {
-    asio::io_context io(1);
-    auto setup = [&]() -> asio::awaitable<void> { co_await set_up_accounts(opt); };
-    asio::co_spawn(io, setup, rethrow_failure);
-    io.run();
-  }
-  const double setup_s = std::chrono::duration<double>(clock_type::now() - setup_start).count();
-  std::fprintf(stderr, "shard_bench: %zu accounts opened and funded in %.1f s\n", opt.accounts, setup_s);
-
-  const double cpu_before = cpu_seconds();
-  std::vector<std::unique_ptr<asio::io_context>> ios;
-  for (std::size_t i = 0; i < opt.threads; ++i) ios.push_back(std::make_unique<asio::io_context>(1));
-  std::vector<connection_result> results(opt.connections);
-  std::vector<std::uint64_t> per_second;
-  live_counters live;
-  live.running = opt.connections;
-  // Unique per run, so repeated runs against one database never replay a key.
-  const auto run_tag = std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-  const auto start = clock_type::now() + 50ms;  // every connection starts on the same schedule
-  const auto end = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(opt.duration_s));
-
-  for (std::size_t i = 0; i < opt.connections; ++i) {
-    auto connection = [&, i]() -> asio::awaitable<void> {
-      co_await run_connection(opt, i, run_tag, start, end, results[i], live);
-    };
-    asio::co_spawn(*ios[i % ios.size()], connection, [&](std::exception_ptr e) {
-      --live.running;
-      rethrow_failure(e);
-    });
-  }
-  auto progress = [&]() -> asio::awaitable<void> { co_await report_progress(start, live, per_second); };
-  asio::co_spawn(*ios[0], progress, rethrow_failure);
-  std::vector<std::thread> extra;
-  for (std::size_t i = 1; i < ios.size(); ++i) extra.emplace_back([&io = *ios[i]] { io.run(); });
-  ios[0]->run();
-  for (auto& t : extra) t.join();
-  const double cpu_s = cpu_seconds() - cpu_before;
-
-  std::vector<std::uint32_t> latencies;
-  std::uint64_t succeeded = 0, rejected = 0, errors = 0;
-  std::map<std::string, std::uint64_t> errors_by_kind;
-  auto finished = start;
-  for (auto& r : results) {
-    latencies.insert(latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
-    succeeded += r.succeeded;
-    rejected += r.rejected;
-    for (const auto& [kind, n] : r.errors) {
-      errors_by_kind[kind] += n;
-      errors += n;
-    }
-    finished = std::max(finished, r.finished);
-  }
-  std::sort(latencies.begin(), latencies.end());
-  const double elapsed_s = std::chrono::duration<double>(finished - start).count();
-
-  nlohmann::json summary = {
-      {"loop", opt.rate > 0 ? "open" : "closed"},
-      {"accounts", opt.accounts},
-      {"connections", opt.connections},
-      {"threads", opt.threads},
-      {"per_request", opt.per_request},
-      {"offered_rate", opt.rate},
-      {"duration_s", elapsed_s},
-      {"setup_s", setup_s},
-      {"cpu_s", cpu_s},
-      {"completed", succeeded},
-      {"rejected", rejected},
-      {"errors", errors},
-      {"errors_by_kind", errors_by_kind},
-      {"throughput", elapsed_s > 0 ? static_cast<double>(succeeded) / elapsed_s : 0.0},
-      {"p50_ms", percentile_ms(latencies, 0.50)},
-      {"p90_ms", percentile_ms(latencies, 0.90)},
-      {"p99_ms", percentile_ms(latencies, 0.99)},
-      {"p999_ms", percentile_ms(latencies, 0.999)},
-      {"max_ms", latencies.empty() ? 0.0 : latencies.back() / 1000.0},
-      {"per_second", per_second},
+    return tally::bench::request{batched ? "/v1/batch" : "/v1/commands", std::move(body)};
   };
+  work.judge = [](const tally::http::response& r) {
+    if (r.result_int() != 200) return tally::bench::verdict{0, 0, "http_" + std::to_string(r.result_int())};
+    // The shard writes compact JSON; counting substrings keeps the client's
+    // CPU for sending rather than parsing.
+    return tally::bench::verdict{occurrences(r.body(), R"("status":"succeeded")"),
+                                 occurrences(r.body(), R"("status":"rejected")")};
+  };
+  tally::bench::load_options load{"shard_bench", opt.connections, opt.threads, opt.duration_s, opt.rate,
+                                  opt.per_request};
+  auto summary = tally::bench::run_load(shard, load, work);
+  summary["accounts"] = opt.accounts;
+  summary["setup_s"] = setup_s;
   std::cout << summary.dump() << std::endl;
   return 0;
 }
@@ -451,10 +123,5 @@ int run(const options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse_options(argc, argv));
-  } catch (const std::exception& e) {
-    std::cerr << "shard_bench: " << e.what() << "\n";
-    return 1;
-  }
+  return tally::bench::tool_main("shard_bench", [&] { return run(parse_options(argc, argv)); });
 }

@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <array>
 #include <deque>
 #include <map>
@@ -112,6 +113,10 @@ struct saga_runner::live_saga {
   // their attempt record needs when the answer comes.
   std::map<std::tuple<std::size_t, std::size_t, bool, int>, sent_call> sent;
   std::vector<asio::steady_timer*> waiters;  // woken by every durable change
+  // Sent before their state was written (sendable_before_saving): written
+  // with the next save, as is whether the state changed meanwhile.
+  std::vector<step_attempt> unsaved_attempts;
+  bool unsaved_change = false;
 
   stored_saga snapshot() const { return {*s, type, request_hash, version, updated}; }
   void notify() {
@@ -215,6 +220,20 @@ asio::awaitable<void> saga_runner::flush_saves(std::size_t, std::vector<save_req
   save_batch_.observe(static_cast<double>(batch.size()));
   auto r = co_await store_.async_save(batch, now());
   if (!*alive) co_return;
+  const bool refused = r.error && !pg::is_outcome_unknown(r.error.code) &&
+                       r.error.code != make_error_code(pg::errc::connection_failed) &&
+                       r.error.code != make_error_code(pg::errc::pool_exhausted);
+  if (refused && batch.size() > 1) {
+    // The server refused the transaction: one write is at fault, and it
+    // must not take the others down with it. Each goes alone.
+    log::warn("a batch of saga writes was refused; writing them one by one", {{"error", r.error.message}});
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      auto one = co_await store_.async_save(std::span(&batch[i], 1), now());
+      if (!*alive) co_return;
+      replies[i] = {one.error, one.error || one.versions.empty() ? 0 : one.versions[0]};
+    }
+    co_return;
+  }
   for (std::size_t i = 0; i < replies.size(); ++i)
     replies[i] = {r.error, r.error || i >= r.versions.size() ? 0 : r.versions[i]};
 }
@@ -314,7 +333,7 @@ std::vector<saga_runner::prepared_call> saga_runner::prepare(live_saga& l, const
 void saga_runner::dispatch(const std::shared_ptr<live_saga>& l, std::vector<prepared_call> calls) {
   const auto& steps = find_workflow(l->s->workflow)->steps;
   for (auto& c : calls) {
-    if (failpoint::armed()) failpoint::hit("persisted." + steps.at(c.ref.step).name);
+    if (failpoint::armed()) failpoint::hit("sending." + steps.at(c.ref.step).name);
     calls_.inc();
     auto call = [this, alive = alive_, l, c = std::move(c)]() mutable -> asio::awaitable<void> {
       auto a = co_await shards_[c.shard]->async_call(std::move(c.command));
@@ -392,8 +411,25 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
     }
     const bool terminal = is_terminal(next->state);
     const bool keep = !terminal && next->wake && *next->wake - t <= options_.keep_horizon;
-    const bool changed = next->state != l->s->state || next->error != l->s->error;
-    saga_write w{next.get(), l->version, changed, keep, std::move(attempts)};
+    const bool changed = l->unsaved_change || next->state != l->s->state || next->error != l->s->error;
+    const auto& workflow = *find_workflow(next->workflow);
+    if (keep && acted.empty() && !calls.empty() &&
+        std::all_of(calls.begin(), calls.end(), [&](const prepared_call& c) {
+          return !c.ref.undo && workflow.sendable_before_saving(c.ref.step);
+        })) {
+      // Forward-only calls after the pivot go at once; this state is
+      // written with the saga's next change.
+      for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
+      l->unsaved_change = changed;
+      l->s = next;
+      dispatch(l, std::move(calls));
+      schedule_wake(l);
+      continue;
+    }
+    for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
+    saga_write w{next.get(), l->version, changed, keep, std::move(l->unsaved_attempts)};
+    l->unsaved_attempts.clear();
+    l->unsaved_change = false;
     auto [error, version] = co_await save(std::move(w), next);
     if (!*alive) break;
     if (error || version == 0) {

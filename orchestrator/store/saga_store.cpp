@@ -1,5 +1,7 @@
 #include "orchestrator/store/saga_store.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/pg/transaction.hpp"
@@ -23,7 +25,7 @@ namespace {
 #define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j)                                              \
   " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"          \
   "  answered_at)"                                                                                              \
-  "  SELECT " saga ".saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::jsonb,"                    \
+  "  SELECT " saga ".saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"                    \
   "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                      \
   "  FROM " saga ", unnest(" a "::text[], " b "::int[], " c "::boolean[], " d "::int[], " e "::text[], " f      \
   "::text[], " g "::bigint[], " h "::text[], " i "::text[], " j "::bigint[])"                                   \
@@ -33,10 +35,10 @@ constexpr std::string_view sql_insert =
     "WITH ins AS ("
     " INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,"
     "  error_message, attention, created_at, updated_at, deadline, wake_at, lease_owner, version)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::jsonb, $10, $11, $12, to_timestamp($13::bigint / 1000.0),"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::json, $10, $11, $12, to_timestamp($13::bigint / 1000.0),"
     "  to_timestamp($13::bigint / 1000.0), to_timestamp($14::bigint / 1000.0), to_timestamp($15::bigint / 1000.0),"
     "  $16, 1)"
-    " ON CONFLICT (tenant, type, biz_id) DO NOTHING RETURNING tenant, saga_id),"
+    " ON CONFLICT (tenant, biz_id, type) DO NOTHING RETURNING tenant, saga_id),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
     "  SELECT tenant, saga_id, 1, 'saga.state', $17::jsonb FROM ins),"
     " st AS (" TALLY_ATTEMPTS_FROM("ins", "$18", "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27") ")"
@@ -44,7 +46,7 @@ constexpr std::string_view sql_insert =
 constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
 constexpr std::string_view sql_save =
     "WITH u AS ("
-    " UPDATE saga SET state = $3, progress = $4::jsonb, error_code = $5, error_message = $6, attention = $7,"
+    " UPDATE saga SET state = $3, progress = $4::json, error_code = $5, error_message = $6, attention = $7,"
     "  updated_at = to_timestamp($8::bigint / 1000.0),"
     "  wake_at = CASE WHEN $9::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM saga_action a"
     "   WHERE a.saga_id = $1 AND a.status = 'pending') THEN to_timestamp($8::bigint / 1000.0)"
@@ -181,12 +183,24 @@ asio::awaitable<saga_store::create_result> saga_store::async_create(const saga& 
 
 namespace {
 
-// The ten attempt arrays of a write, in TALLY_ATTEMPTS_FROM's order.
-void append_attempts(const std::vector<step_attempt>& attempts, std::vector<param>& params) {
+// The ten attempt arrays of a write, in TALLY_ATTEMPTS_FROM's order. An
+// attempt recorded twice in one write (sent, then answered) is written
+// once, as last recorded: one statement may not upsert a row twice.
+void append_attempts(const std::vector<step_attempt>& all, std::vector<param>& params) {
+  std::vector<const step_attempt*> attempts;
+  for (const auto& a : all) {
+    auto same = [&](const step_attempt* b) {
+      return b->step == a.step && b->item == a.item && b->undo == a.undo && b->attempt == a.attempt;
+    };
+    auto it = std::find_if(attempts.begin(), attempts.end(), same);
+    if (it == attempts.end()) attempts.push_back(&a);
+    else *it = &a;
+  }
   std::vector<std::string> step, undo, shard, command;
   std::vector<std::int64_t> item, attempt, sent;
   std::vector<param> outcome, code, answered;
-  for (const auto& a : attempts) {
+  for (const auto* p : attempts) {
+    const auto& a = *p;
     step.push_back(a.step);
     item.push_back(static_cast<std::int64_t>(a.item));
     undo.push_back(boolean(a.undo));

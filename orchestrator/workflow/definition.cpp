@@ -55,6 +55,10 @@ std::string_view to_string(undo_kind u) {
   return "unknown";
 }
 
+bool workflow_def::sendable_before_saving(std::size_t step) const {
+  return step > pivot_index() && step < steps.size() && steps[step].undo == undo_kind::none;
+}
+
 std::size_t workflow_def::pivot_index() const {
   for (std::size_t i = 0; i < steps.size(); ++i)
     if (steps[i].pivot) return i;

@@ -64,6 +64,11 @@ struct workflow_def {
 
   // Index of the pivot step (every built-in workflow has one).
   std::size_t pivot_index() const;
+  // Whether a step's calls may be sent before the saga state that sends
+  // them is durable: a forward-only step after the pivot. Whoever recovers
+  // the saga from its last durable state re-sends the pivot (same key, same
+  // stored outcome) and then this step, and never compensates either.
+  bool sendable_before_saving(std::size_t step) const;
 };
 
 // Every built-in workflow, in a fixed order.

@@ -484,6 +484,16 @@ TEST(Refund, CarriesTheOriginalKey) {
   EXPECT_EQ(s.error->code, "refund_exceeds_original");
 }
 
+TEST(Workflows, OnlyForwardStepsAfterThePivotMaySkipTheWriteAhead) {
+  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(0));  // hold: compensable
+  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(1));  // the pivot
+  EXPECT_TRUE(find_workflow("transfer")->sendable_before_saving(2));   // capture after the pivot
+  EXPECT_FALSE(find_workflow("deduct_held")->sendable_before_saving(1));  // its capture is the pivot
+  EXPECT_FALSE(find_workflow("batch_deduct")->sendable_before_saving(1));
+  EXPECT_TRUE(find_workflow("refund_transfer")->sendable_before_saving(2));
+  for (const auto& w : workflows()) EXPECT_FALSE(w.sendable_before_saving(w.steps.size())) << w.name;
+}
+
 TEST(Workflows, EachHasOnePivotAndOnlyForwardStepsAfterIt) {
   ASSERT_FALSE(workflows().empty());
   for (const auto& w : workflows()) {

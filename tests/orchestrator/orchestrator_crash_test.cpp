@@ -39,7 +39,7 @@ TEST(OrchestratorCrash, KilledAtEveryStepBoundaryEverySagaEndsAndThePromisesHold
   c.open(on[1], 1000);
   const json items = json::array({{{"account_id", on[0]}, {"amount", 5}}, {{"account_id", on[1]}, {"amount", 5}}});
   std::vector<boundary_case> cases;
-  for (const auto* when : {"persisted.", "answered."}) {
+  for (const auto* when : {"sending.", "answered."}) {
     for (const auto* step : {"hold_source", "credit_destination", "capture_source"})
       cases.push_back({when + std::string(step), "transfers", {{"from_account", on[0]}, {"to_account", on[1]}, {"amount", 7}}});
     for (const auto* step : {"hold_items", "capture_items"})

@@ -110,10 +110,20 @@ TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
     auto third = co_await a.async_save(std::span(&answered, 1), t0 + 2s);
     EXPECT_EQ(third.versions, std::vector<std::int64_t>{3});
 
+    // One write may carry an attempt twice (sent, then answered): the last counts.
+    saga_write both{&s, 3, false, true, {}};
+    both.attempts.push_back({"capture_source", 0, false, 1, "s0", R"({"type":"capture"})", t0 + 2s, std::nullopt, "",
+                             std::nullopt});
+    both.attempts.push_back({"capture_source", 0, false, 1, "s0", R"({"type":"capture"})", t0 + 2s, "succeeded", "",
+                             t0 + 2s + 5ms});
+    auto fourth = co_await a.async_save(std::span(&both, 1), t0 + 2s + 5ms);
+    EXPECT_FALSE(fourth.error) << fourth.error.message;
+    EXPECT_EQ(fourth.versions, std::vector<std::int64_t>{4});
+
     auto got = co_await a.async_get("sg_w");
     EXPECT_FALSE(got.error) << got.error.message;
     if (got.sagas.size() == 1) {
-      EXPECT_EQ(got.sagas[0].version, 3);
+      EXPECT_EQ(got.sagas[0].version, 4);
       EXPECT_EQ(got.sagas[0].s.calls, s.calls);
       EXPECT_EQ(got.sagas[0].s.wake, s.wake);
       EXPECT_EQ(got.sagas[0].s.state, saga_state::running);
@@ -121,8 +131,9 @@ TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
       ADD_FAILURE() << "get found " << got.sagas.size();
     }
   });
-  EXPECT_EQ(count("SELECT version FROM saga WHERE saga_id = 'sg_w'"), 3);
-  EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE saga_id = 'sg_w'"), 2);
+  EXPECT_EQ(count("SELECT version FROM saga WHERE saga_id = 'sg_w'"), 4);
+  EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE saga_id = 'sg_w'"), 3);
+  EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE step = 'capture_source' AND outcome = 'succeeded'"), 1);
   EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE outcome = 'transport' AND code = 'timeout'"), 1);
   // Events: created, and the one write that said the state changed and won.
   EXPECT_EQ(count("SELECT count(*) FROM outbox_event WHERE saga_id = 'sg_w'"), 2);

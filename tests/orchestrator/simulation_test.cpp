@@ -13,6 +13,7 @@
 //   TALLY_SIM_SEED=S    run only seed S (to replay a failure)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -211,7 +212,14 @@ class simulation {
   // it decided is sent.
   void persist_and_send(std::size_t i, const decision& d) {
     auto& s = sagas_[i];
-    s.durable = {{"input", input_to_json(s.live.input)},
+    // As the runner does: forward-only calls after the pivot go before
+    // their state is written; it is written with the saga's next change.
+    const auto& w = *find_workflow(s.kind);
+    const bool deferred = !d.send.empty() && !is_terminal(s.live.state) &&
+                          std::all_of(d.send.begin(), d.send.end(), [&](const outgoing_call& c) {
+                            return !c.ref.undo && w.sendable_before_saving(c.ref.step);
+                          });
+    if (!deferred) s.durable = {{"input", input_to_json(s.live.input)},
                  {"progress", progress_to_json(s.live)},
                  {"state", to_string(s.live.state)},
                  {"error", s.live.error ? json{{"code", s.live.error->code}, {"message", s.live.error->message}}
@@ -220,7 +228,7 @@ class simulation {
                  {"created", s.live.created.time_since_epoch().count()},
                  {"deadline", s.live.deadline.time_since_epoch().count()},
                  {"wake", s.live.wake ? json(s.live.wake->time_since_epoch().count()) : json(nullptr)}};
-    s.created = true;
+    s.created = s.created || !deferred;
     for (const auto& c : d.send) send(i, c);
     if (s.live.wake) {
       const auto offset = std::chrono::duration_cast<ms>(*s.live.wake - at(ms(0)));

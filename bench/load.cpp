@@ -1,0 +1,372 @@
+#include "bench/load.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/http/client.hpp"
+
+namespace tally::bench {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// The shard refuses batches over 1000 commands and request bodies over its
+// body limit; setup batches stay under both.
+constexpr std::size_t batch_max_commands = 1000;
+constexpr std::size_t batch_max_bytes = 60'000;
+constexpr std::size_t setup_parallelism = 8;
+constexpr auto request_timeout = 15s;
+constexpr auto setup_timeout = 60s;
+
+// ---- set-up: open and fund every account with /v1/batch ----
+
+std::vector<std::string> to_batches(const std::vector<std::string>& commands) {
+  std::vector<std::string> bodies;
+  std::string body;
+  std::size_t count = 0;
+  for (const auto& c : commands) {
+    if (count == batch_max_commands || (count > 0 && body.size() + c.size() + 2 > batch_max_bytes)) {
+      bodies.push_back(body + "]}");
+      count = 0;
+    }
+    body = count == 0 ? R"({"commands":[)" + c : body + "," + c;
+    ++count;
+  }
+  if (count > 0) bodies.push_back(body + "]}");
+  return bodies;
+}
+
+// Sends one setup batch; a 503 or a lost connection is retried, which is
+// safe because every setup command has a fixed key.
+asio::awaitable<void> send_setup_batch(tally::http::client& client, const endpoint& opt, const std::string& body) {
+  auto ex = co_await asio::this_coro::executor;
+  std::string last_problem;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    if (attempt > 0) {
+      asio::steady_timer pause(ex, 200ms * attempt);
+      co_await pause.async_wait(asio::use_awaitable);
+    }
+    std::string target = "/v1/batch";
+    std::string copy = body;
+    auto r = co_await client.async_json(bhttp::verb::post, std::move(target), std::move(copy), setup_timeout,
+                                        opt.token);
+    if (r.error) {
+      last_problem = r.error.message();
+      continue;
+    }
+    if (r.message.result_int() == 503) {
+      last_problem = "503 " + r.message.body();
+      continue;
+    }
+    if (r.message.result_int() != 200)
+      throw std::runtime_error("setup batch answered " + std::to_string(r.message.result_int()) + ": " +
+                               r.message.body().substr(0, 300));
+    auto j = nlohmann::json::parse(r.message.body());
+    bool retry = false;
+    for (const auto& result : j.at("results")) {
+      auto status = result.at("status").get<std::string>();
+      if (status == "succeeded") continue;
+      if (status == "unavailable" || status == "retry") {
+        retry = true;
+        last_problem = result.dump();
+        continue;
+      }
+      throw std::runtime_error("setup command failed: " + result.dump());
+    }
+    if (!retry) co_return;
+  }
+  throw std::runtime_error("setup batch kept failing: " + last_problem);
+}
+
+// Sends `bodies` over setup_parallelism connections; returns when all are in.
+asio::awaitable<void> send_setup_phase(const endpoint& opt, const std::vector<std::string>& bodies) {
+  auto ex = co_await asio::this_coro::executor;
+  std::size_t next = 0;
+  std::size_t running = 0;
+  std::exception_ptr failure;
+  asio::steady_timer all_done(ex, clock_type::time_point::max());
+  auto sender = [&]() -> asio::awaitable<void> {
+    tally::http::client client(co_await asio::this_coro::executor, opt.host, opt.port);
+    while (next < bodies.size() && !failure) co_await send_setup_batch(client, opt, bodies[next++]);
+  };
+  for (std::size_t i = 0; i < std::min(setup_parallelism, bodies.size()); ++i) {
+    ++running;
+    asio::co_spawn(ex, sender, [&](std::exception_ptr e) {
+      if (e && !failure) failure = e;
+      if (--running == 0) all_done.cancel();
+    });
+  }
+  // The timer serves as a condition variable: the last sender cancels it.
+  if (running > 0) {
+    auto [ec] = co_await all_done.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+asio::awaitable<void> wait_until_ready(const endpoint& opt) {
+  auto ex = co_await asio::this_coro::executor;
+  tally::http::client client(ex, opt.host, opt.port);
+  const auto deadline = clock_type::now() + 60s;
+  while (true) {
+    std::string target = "/readyz";
+    auto r = co_await client.async_json(bhttp::verb::get, std::move(target), "", 2s);
+    if (!r.error && r.message.result_int() == 200) co_return;
+    if (clock_type::now() > deadline) throw std::runtime_error("the service did not become ready within 60 s");
+    asio::steady_timer pause(ex, 100ms);
+    co_await pause.async_wait(asio::use_awaitable);
+  }
+}
+
+asio::awaitable<void> set_up(const endpoint& opt, const std::string& tenant, const std::vector<std::string>& accounts,
+                             std::int64_t funding) {
+  co_await wait_until_ready(opt);
+  std::vector<std::string> opens, credits;
+  for (const auto& id : accounts) {
+    opens.push_back(R"({"type":"open_account","tenant":")" + tenant + R"(","account_id":")" + id + R"("})");
+    credits.push_back(R"({"type":"credit","tenant":")" + tenant + R"(","account_id":")" + id +
+                      R"(","biz_id":"bench-funding","amount":)" + std::to_string(funding) + "}");
+  }
+  // Every open commits before any credit: with per-command commits, parallel
+  // workers could otherwise credit an account before it exists.
+  auto open_batches = to_batches(opens);
+  co_await send_setup_phase(opt, open_batches);
+  auto credit_batches = to_batches(credits);
+  co_await send_setup_phase(opt, credit_batches);
+}
+
+struct connection_result {
+  std::vector<std::uint32_t> latencies_us;  // every decided unit (succeeded or rejected)
+  std::uint64_t succeeded = 0;
+  std::uint64_t rejected = 0;
+  std::map<std::string, std::uint64_t> errors;  // by kind
+  clock_type::time_point finished;
+};
+
+// Read by the progress reporter while connections on other threads write.
+struct live_counters {
+  std::atomic<std::uint64_t> succeeded{0};
+  std::atomic<std::uint64_t> rejected{0};
+  std::atomic<std::uint64_t> errors{0};
+  std::atomic<std::size_t> running{0};
+};
+
+asio::awaitable<void> run_connection(const endpoint& target, const load_options& opt, const workload& work,
+                                     std::size_t index, clock_type::time_point start, clock_type::time_point end,
+                                     connection_result& out, live_counters& live) {
+  auto ex = co_await asio::this_coro::executor;
+  tally::http::client client(ex, target.host, target.port);
+  asio::steady_timer pacer(ex);
+  std::mt19937_64 rng(index + 1);
+  const bool open_loop = opt.rate > 0;
+  // Open loop: connection k owns slots k, k+N, k+2N, ... of one global
+  // schedule of requests, so the connections together offer `rate` units/s.
+  const double request_rate = opt.rate / static_cast<double>(opt.units_per_request);
+  const auto interval = open_loop ? std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
+                                        static_cast<double>(opt.connections) / request_rate))
+                                  : clock_type::duration::zero();
+  auto due = open_loop ? start + std::chrono::duration_cast<clock_type::duration>(
+                                     std::chrono::duration<double>(static_cast<double>(index) / request_rate))
+                       : start;
+  out.latencies_us.reserve(static_cast<std::size_t>(opt.duration_s * 1000));
+
+  for (std::uint64_t seq = 0;;) {
+    auto sent = clock_type::now();
+    if (open_loop) {
+      if (due >= end) break;
+      if (due > sent) {
+        pacer.expires_at(due);
+        co_await pacer.async_wait(asio::use_awaitable);
+      }
+      // Latency counts from the scheduled time: a unit that waits for its
+      // connection waits for the target, and hiding that would flatter p99.
+      sent = due;
+      due += interval;
+    } else if (sent >= end) {
+      break;
+    }
+    auto req = work.next(index, seq, rng);
+    auto r = co_await client.async_json(bhttp::verb::post, std::move(req.target), std::move(req.body), request_timeout,
+                                        target.token);
+    auto latency = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - sent).count();
+    verdict v;
+    if (r.error) v.error = r.error == asio::error::timed_out ? "timeout" : "transport";
+    else v = work.judge(r.message);
+    if (v.error.empty() && v.succeeded + v.rejected != opt.units_per_request) v.error = "reply_not_decided";
+    if (v.error.empty()) {
+      out.succeeded += v.succeeded;
+      out.rejected += v.rejected;
+      live.succeeded.fetch_add(v.succeeded, std::memory_order_relaxed);
+      live.rejected.fetch_add(v.rejected, std::memory_order_relaxed);
+      out.latencies_us.insert(out.latencies_us.end(), opt.units_per_request,
+                              static_cast<std::uint32_t>(std::min<std::int64_t>(latency, UINT32_MAX)));
+    } else {
+      out.errors[v.error] += opt.units_per_request;
+      live.errors.fetch_add(opt.units_per_request, std::memory_order_relaxed);
+    }
+  }
+  out.finished = clock_type::now();
+}
+
+// per_second[i]: units that succeeded in second i+1 after the start; the
+// last entry holds the drain of the units in flight at the deadline.
+asio::awaitable<void> report_progress(const std::string& name, clock_type::time_point start, live_counters& live,
+                                      std::vector<std::uint64_t>& per_second) {
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  std::uint64_t last = 0;
+  for (int second = 1; live.running.load() > 0; ++second) {
+    tick.expires_at(start + std::chrono::seconds(second));
+    co_await tick.async_wait(asio::use_awaitable);
+    auto done = live.succeeded.load(std::memory_order_relaxed);
+    per_second.push_back(done - last);
+    std::fprintf(stderr, "%s: %3ds %10llu done %8llu/s  rejected %llu  errors %llu\n", name.c_str(), second,
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(done - last),
+                 static_cast<unsigned long long>(live.rejected.load(std::memory_order_relaxed)),
+                 static_cast<unsigned long long>(live.errors.load(std::memory_order_relaxed)));
+    last = done;
+  }
+}
+
+double percentile_ms(const std::vector<std::uint32_t>& sorted_us, double q) {
+  if (sorted_us.empty()) return 0;
+  // Nearest rank: the smallest sample with at least q of all samples at or below it.
+  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted_us.size())));
+  return sorted_us[std::clamp<std::size_t>(rank, 1, sorted_us.size()) - 1] / 1000.0;
+}
+
+// User + system CPU this process has used so far, in seconds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+void rethrow_failure(std::exception_ptr e) {
+  if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+void set_up_accounts(const endpoint& shard, const std::string& tenant, const std::vector<std::string>& accounts,
+                     std::int64_t funding) {
+  asio::io_context io(1);
+  auto setup = [&]() -> asio::awaitable<void> { co_await set_up(shard, tenant, accounts, funding); };
+  asio::co_spawn(io, setup, rethrow_failure);
+  io.run();
+}
+
+std::string run_tag() {
+  return std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+int tool_main(const char* name, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto eq = arg.find('=');
+    if (!arg.starts_with("--") || eq == std::string_view::npos)
+      throw std::invalid_argument("arguments are --name=value, got " + std::string(arg));
+    out.emplace_back(std::string(arg.substr(2, eq - 2)), std::string(arg.substr(eq + 1)));
+  }
+  return out;
+}
+
+nlohmann::json run_load(const endpoint& target, const load_options& opt, const workload& work) {
+  const double cpu_before = cpu_seconds();
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  for (std::size_t i = 0; i < opt.threads; ++i) ios.push_back(std::make_unique<asio::io_context>(1));
+  std::vector<connection_result> results(opt.connections);
+  std::vector<std::uint64_t> per_second;
+  live_counters live;
+  live.running = opt.connections;
+  const auto start = clock_type::now() + 50ms;  // every connection starts on the same schedule
+  const auto end = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(opt.duration_s));
+
+  for (std::size_t i = 0; i < opt.connections; ++i) {
+    auto connection = [&, i]() -> asio::awaitable<void> {
+      co_await run_connection(target, opt, work, i, start, end, results[i], live);
+    };
+    asio::co_spawn(*ios[i % ios.size()], connection, [&](std::exception_ptr e) {
+      --live.running;
+      rethrow_failure(e);
+    });
+  }
+  auto progress = [&]() -> asio::awaitable<void> { co_await report_progress(opt.name, start, live, per_second); };
+  asio::co_spawn(*ios[0], progress, rethrow_failure);
+  std::vector<std::thread> extra;
+  for (std::size_t i = 1; i < ios.size(); ++i) extra.emplace_back([&io = *ios[i]] { io.run(); });
+  ios[0]->run();
+  for (auto& t : extra) t.join();
+  const double cpu_s = cpu_seconds() - cpu_before;
+
+  std::vector<std::uint32_t> latencies;
+  std::uint64_t succeeded = 0, rejected = 0, errors = 0;
+  std::map<std::string, std::uint64_t> errors_by_kind;
+  auto finished = start;
+  for (auto& r : results) {
+    latencies.insert(latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
+    succeeded += r.succeeded;
+    rejected += r.rejected;
+    for (const auto& [kind, n] : r.errors) {
+      errors_by_kind[kind] += n;
+      errors += n;
+    }
+    finished = std::max(finished, r.finished);
+  }
+  std::sort(latencies.begin(), latencies.end());
+  const double elapsed_s = std::chrono::duration<double>(finished - start).count();
+  return {
+      {"loop", opt.rate > 0 ? "open" : "closed"},
+      {"connections", opt.connections},
+      {"threads", opt.threads},
+      {"per_request", opt.units_per_request},
+      {"offered_rate", opt.rate},
+      {"duration_s", elapsed_s},
+      {"cpu_s", cpu_s},
+      {"completed", succeeded},
+      {"rejected", rejected},
+      {"errors", errors},
+      {"errors_by_kind", errors_by_kind},
+      {"throughput", elapsed_s > 0 ? static_cast<double>(succeeded) / elapsed_s : 0.0},
+      {"p50_ms", percentile_ms(latencies, 0.50)},
+      {"p90_ms", percentile_ms(latencies, 0.90)},
+      {"p99_ms", percentile_ms(latencies, 0.99)},
+      {"p999_ms", percentile_ms(latencies, 0.999)},
+      {"max_ms", latencies.empty() ? 0.0 : latencies.back() / 1000.0},
+      {"per_second", per_second},
+  };
+}
+
+}  // namespace tally::bench

@@ -1,0 +1,139 @@
+// saga_bench: cross-shard transfers through the orchestrator's API. It
+// opens and funds the accounts on their shards (by the same routing the
+// orchestrator uses), then starts transfers of 1 unit between two random
+// accounts on different shards, each request waiting for its saga to end
+// (?wait_ms), over N keep-alive connections, closed loop or open loop at a
+// fixed offered rate. A transfer counts when its saga completed; latency is
+// start to completed. Prints progress every second on stderr and one JSON
+// summary line on stdout.
+//   saga_bench --shards=SPEC [--port=7001] [--token=T] [--tenant=bench] [--buckets=1024]
+//              [--accounts=1000] [--hot=0] [--connections=64] [--threads=1]
+//              [--duration=20] [--rate=R] [--wait-ms=10000]
+// --token defaults to $TALLY_ORCH_INTERNAL_TOKEN (the shards take the same
+// token). --hot=F makes a fraction F of the transfers move from or to one
+// hot account.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "bench/load.hpp"
+#include "orchestrator/routing/routing.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::int64_t funding = 1'000'000'000'000'000;
+
+struct options {
+  std::uint16_t port = 7001;
+  std::string token;
+  std::string tenant = "bench";
+  std::string shards;
+  std::size_t buckets = 1024;
+  std::size_t accounts = 1000;
+  double hot = 0;
+  std::size_t connections = 64;
+  std::size_t threads = 1;
+  double duration_s = 20;
+  double rate = 0;
+  int wait_ms = 10000;
+};
+
+options parse_options(int argc, char** argv) {
+  options o;
+  if (const char* t = std::getenv("TALLY_ORCH_INTERNAL_TOKEN")) o.token = t;
+  for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
+    if (name == "port") o.port = static_cast<std::uint16_t>(std::stoul(value));
+    else if (name == "token") o.token = value;
+    else if (name == "tenant") o.tenant = value;
+    else if (name == "shards") o.shards = value;
+    else if (name == "buckets") o.buckets = std::stoul(value);
+    else if (name == "accounts") o.accounts = std::stoul(value);
+    else if (name == "hot") o.hot = std::stod(value);
+    else if (name == "connections") o.connections = std::stoul(value);
+    else if (name == "threads") o.threads = std::stoul(value);
+    else if (name == "duration") o.duration_s = std::stod(value);
+    else if (name == "rate") o.rate = std::stod(value);
+    else if (name == "wait-ms") o.wait_ms = std::stoi(value);
+    else throw std::invalid_argument("unknown option --" + name);
+  }
+  if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
+  if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
+  if (o.accounts < 4 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.rate < 0 || o.hot < 0 ||
+      o.hot > 1 || o.wait_ms < 0 || o.wait_ms > 30000)
+    throw std::invalid_argument("bad accounts, connections, threads, duration, rate, hot or wait-ms");
+  return o;
+}
+
+int run(const options& opt) {
+  auto parsed = tally::orch::routing_table::parse(opt.shards, opt.buckets);
+  if (auto* bad = std::get_if<std::string>(&parsed)) throw std::invalid_argument("--shards: " + *bad);
+  const auto& routes = std::get<tally::orch::routing_table>(parsed);
+  // Accounts by shard; acc-0 is the hot one.
+  std::vector<std::vector<std::string>> by_shard(routes.shards().size());
+  for (std::size_t i = 0; i < opt.accounts; ++i) {
+    auto id = "acc-" + std::to_string(i);
+    by_shard[routes.shard_of(opt.tenant, id)].push_back(id);
+  }
+  for (const auto& s : by_shard)
+    if (s.empty()) throw std::invalid_argument("every shard needs accounts: raise --accounts");
+  const std::string hot = "acc-0";
+  const auto hot_shard = routes.shard_of(opt.tenant, hot);
+
+  const auto setup_start = clock_type::now();
+  for (std::size_t s = 0; s < by_shard.size(); ++s) {
+    const auto& e = routes.shards()[s];
+    tally::bench::set_up_accounts({e.host, e.port, opt.token}, opt.tenant, by_shard[s], funding);
+  }
+  const double setup_s = std::chrono::duration<double>(clock_type::now() - setup_start).count();
+  std::fprintf(stderr, "saga_bench: %zu accounts on %zu shards opened and funded in %.1f s\n", opt.accounts,
+               by_shard.size(), setup_s);
+
+  const auto tag = tally::bench::run_tag();
+  const std::string target = "/v1/tenants/" + opt.tenant + "/transfers?wait_ms=" + std::to_string(opt.wait_ms);
+  tally::bench::workload work;
+  work.next = [&](std::size_t connection, std::uint64_t& seq, std::mt19937_64& rng) {
+    auto pick = [&](const std::vector<std::string>& from) {
+      return from[std::uniform_int_distribution<std::size_t>(0, from.size() - 1)(rng)];
+    };
+    // Source and destination on different shards.
+    const auto a = std::uniform_int_distribution<std::size_t>(0, by_shard.size() - 1)(rng);
+    const auto b = (a + 1 + std::uniform_int_distribution<std::size_t>(0, by_shard.size() - 2)(rng)) % by_shard.size();
+    std::string from = pick(by_shard[a]), to = pick(by_shard[b]);
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < opt.hot) {
+      if (hot_shard == a) from = hot;
+      else to = hot;
+    }
+    const auto biz = "t-" + tag + "-" + std::to_string(connection) + "-" + std::to_string(seq++);
+    return tally::bench::request{target, R"({"from_account":")" + from + R"(","to_account":")" + to +
+                                             R"(","amount":1,"biz_id":")" + biz + R"("})"};
+  };
+  work.judge = [](const tally::http::response& r) {
+    const auto& body = r.body();
+    if (r.result_int() == 202) return tally::bench::verdict{0, 0, "not_finished"};
+    if (r.result_int() != 200) return tally::bench::verdict{0, 0, "http_" + std::to_string(r.result_int())};
+    if (body.find(R"("state":"completed")") != std::string::npos) return tally::bench::verdict{1, 0};
+    return tally::bench::verdict{0, 1};
+  };
+  tally::bench::load_options load{"saga_bench", opt.connections, opt.threads, opt.duration_s, opt.rate, 1};
+  auto summary = tally::bench::run_load({"127.0.0.1", opt.port, opt.token}, load, work);
+  summary["accounts"] = opt.accounts;
+  summary["hot"] = opt.hot;
+  summary["setup_s"] = setup_s;
+  std::cout << summary.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tally::bench::tool_main("saga_bench", [&] { return run(parse_options(argc, argv)); });
+}

@@ -1,0 +1,42 @@
+# Helpers the benchmark scripts share. Source after scripts/lib/servers.sh
+# (and tally_pg_start, for postgres_cpu_seconds).
+
+# Debian's interpreter, not whatever python3 comes first in PATH: only it
+# sees python3-matplotlib.
+py=/usr/bin/python3
+
+free_port() {
+  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Total CPU seconds (user + system) a process has used so far.
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
+# Total CPU seconds used so far by our PostgreSQL server and its children
+# (other clusters on this machine are not ours to count).
+postgres_cpu_seconds() {
+  local pid sum=0 hz postmaster
+  hz=$(getconf CLK_TCK)
+  postmaster=$(head -n1 "$TALLY_PG_DATA/postmaster.pid")
+  for pid in "$postmaster" $(pgrep -P "$postmaster"); do
+    sum=$(awk -v s="$sum" -v hz="$hz" '{ print s + ($14 + $15) / hz }' "/proc/$pid/stat" 2>/dev/null || echo "$sum")
+  done
+  echo "$sum"
+}
+
+# Peak resident memory of a process, in kB.
+peak_rss_kb() {
+  awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"
+}
+
+# machine_info SETTINGS: what the figures were measured on.
+machine_info() {
+  echo "date: $(date -Is)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo none) (working tree may be dirty)"
+  echo "cpu: $(nproc) x $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+  echo "memory: $(awk '/MemTotal/ { printf "%.1f GB", $2 / 1048576 }' /proc/meminfo)"
+  echo "settings: $1"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
