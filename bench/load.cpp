@@ -194,7 +194,9 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
   for (std::uint64_t seq = 0;;) {
     auto sent = clock_type::now();
     if (open_loop) {
-      if (due >= end) break;
+      // Past the end nothing more is offered, even when the target fell
+      // behind the schedule.
+      if (due >= end || sent >= end) break;
       if (due > sent) {
         pacer.expires_at(due);
         co_await pacer.async_wait(asio::use_awaitable);
