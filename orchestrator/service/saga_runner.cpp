@@ -664,6 +664,13 @@ asio::awaitable<saga_runner::result> saga_runner::act_elsewhere(stored_saga st, 
                                         : outcome::invalid_state;
     co_return now_held;
   }
+  if (now_held.saga && is_terminal(now_held.saga->s.state)) {
+    // It ended before anyone took the action: judge it as on any finished saga.
+    auto copy = now_held.saga->s;
+    decision d;
+    now_held.kind = outcome_of(apply_action(engine_of(copy), copy, action, now(), d));
+    co_return now_held;
+  }
   co_return result{outcome::unavailable, std::nullopt, "the saga could not be updated in time; retry"};
 }
 

@@ -95,8 +95,11 @@ constexpr std::string_view sql_return_action =
 constexpr std::string_view sql_finish_action =
     "UPDATE saga_action SET status = 'finished', result = $2, finished_at = now() WHERE id = $1";
 constexpr std::string_view sql_action_result = "SELECT result FROM saga_action WHERE id = $1 AND status = 'finished'";
+// Heartbeats of instances gone for a day are forgotten on the way.
 constexpr std::string_view sql_renew =
-    "INSERT INTO orchestrator_instance (instance, alive_until) VALUES ($1, to_timestamp($2::bigint / 1000.0))"
+    "WITH gone AS (DELETE FROM orchestrator_instance"
+    "  WHERE alive_until < to_timestamp($2::bigint / 1000.0) - interval '1 day' AND instance <> $1)"
+    " INSERT INTO orchestrator_instance (instance, alive_until) VALUES ($1, to_timestamp($2::bigint / 1000.0))"
     " ON CONFLICT (instance) DO UPDATE SET alive_until = EXCLUDED.alive_until";
 
 #undef TALLY_SAGA_COLUMNS

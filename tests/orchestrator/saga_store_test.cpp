@@ -175,6 +175,18 @@ TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
   EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner = 'b'"), 1);
 }
 
+TEST_F(SagaStore, HeartbeatsOfInstancesGoneForADayAreForgotten) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store gone(pool, "gone", 1s, 3s), recent(pool, "recent", 1s, 3s), a(pool, "a", 1s, 3s);
+    co_await gone.async_renew(t0);
+    co_await recent.async_renew(t0 + 20h);
+    co_await a.async_renew(t0 + 25h);  // "gone" has been dead for a day, "recent" for 5 hours
+  });
+  EXPECT_EQ(count("SELECT count(*) FROM orchestrator_instance WHERE instance = 'gone'"), 0);
+  EXPECT_EQ(count("SELECT count(*) FROM orchestrator_instance WHERE instance IN ('recent', 'a')"), 2);
+}
+
 TEST_F(SagaStore, FinishedSagasLetGoAndAreNeverClaimed) {
   run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     pg::pool pool(io.get_executor(), options());
