@@ -67,7 +67,6 @@ class coalescer {
     co_return std::move(p.result);
   }
 
-  std::size_t queued() const { return queue_.size(); }
   std::size_t flushes() const { return flushes_; }
 
  private:

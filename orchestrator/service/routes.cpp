@@ -186,13 +186,18 @@ class router {
     co_return http::json_response(req, 200, out);
   }
 
+  // ?type=, when present, into the filter; false when it names no type.
+  static bool read_type(std::string_view query, saga_filter& f) {
+    auto type = http::query_param(query, "type");
+    if (!type) return true;
+    f.type = saga_type_from(*type);
+    return f.type.has_value();
+  }
+
   // GET /sagas?type=&biz_id=: an app finds its sagas by business key.
   asio::awaitable<response> find(const request& req, const std::string& tenant, std::string_view query) {
     saga_filter f{tenant};
-    if (auto type = http::query_param(query, "type")) {
-      f.type = saga_type_from(*type);
-      if (!f.type) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
-    }
+    if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto biz = http::query_param(query, "biz_id")) {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
       f.biz_id = std::string(*biz);
@@ -202,10 +207,7 @@ class router {
 
   asio::awaitable<response> list(const request& req, const std::string& tenant, std::string_view query) {
     saga_filter f{tenant};
-    if (auto type = http::query_param(query, "type")) {
-      f.type = saga_type_from(*type);
-      if (!f.type) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
-    }
+    if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto state = http::query_param(query, "state")) {
       f.state = saga_state_from(*state);
       if (!f.state) co_return bad_request(req, "unknown state");

@@ -123,6 +123,12 @@ struct saga_runner::live_saga {
     for (auto* w : waiters) w->cancel();
     waiters.clear();
   }
+  // No longer driven here: nothing more is scheduled, waiters look again.
+  void stop() {
+    gone = true;
+    wake.cancel();
+    notify();
+  }
 };
 
 saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const routing_table& routes,
@@ -156,11 +162,7 @@ saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const rout
 
 saga_runner::~saga_runner() {
   *alive_ = false;
-  for (auto& [id, l] : live_) {
-    l->gone = true;
-    l->wake.cancel();
-    l->notify();
-  }
+  for (auto& [id, l] : live_) l->stop();
 }
 
 instant saga_runner::now() const {
@@ -196,11 +198,7 @@ asio::awaitable<void> saga_runner::async_stop(milliseconds grace) {
   if (auto err = co_await store_.async_release_all())
     log::warn("could not release leases; other instances take the sagas when they expire",
               {{"error", err.message}});
-  for (auto& [id, l] : live_) {
-    l->gone = true;
-    l->wake.cancel();
-    l->notify();
-  }
+  for (auto& [id, l] : live_) l->stop();
   live_.clear();
   live_gauge_.set(0);
 }
@@ -248,20 +246,14 @@ std::shared_ptr<saga_runner::live_saga> saga_runner::adopt(stored_saga st) {
   l->request_hash = std::move(st.request_hash);
   l->updated = st.updated;
   auto& slot = live_[l->s->id];
-  if (slot) {  // held before, then the lease lapsed: the new claim wins
-    slot->gone = true;
-    slot->wake.cancel();
-    slot->notify();
-  }
+  if (slot) slot->stop();  // held before, then the lease lapsed: the new claim wins
   slot = l;
   live_gauge_.set(static_cast<double>(live_.size()));
   return l;
 }
 
 void saga_runner::forget(const std::shared_ptr<live_saga>& l) {
-  l->gone = true;
-  l->wake.cancel();
-  l->notify();
+  l->stop();
   auto it = live_.find(l->s->id);
   if (it != live_.end() && it->second == l) live_.erase(it);
   live_gauge_.set(static_cast<double>(live_.size()));
@@ -274,15 +266,23 @@ void saga_runner::hand_over(const std::shared_ptr<live_saga>& l) {
   for (auto& e : l->inbox) {
     if (e.what != event::kind::action) continue;
     if (e.waiter) e.waiter->timer.cancel();
-    if (e.action_id == 0) continue;
-    auto put_back = [this, alive = alive_, id = e.action_id]() -> asio::awaitable<void> {
-      if (!*alive) co_return;
-      if (auto err = co_await store_.async_return_action(id, now()))
-        log::warn("could not return an action", {{"action", id}, {"error", err.message}});
-    };
-    asio::co_spawn(ex_, put_back, asio::detached);
+    if (e.action_id != 0) settle_action(e.action_id, std::nullopt);
   }
   l->inbox.clear();
+}
+
+// A stored action's end: its result recorded for the requester, or (none)
+// put back for whoever holds the saga next.
+void saga_runner::settle_action(std::int64_t id, std::optional<std::string> outcome_text) {
+  auto record = [this, alive = alive_, id, text = std::move(outcome_text)]() -> asio::awaitable<void> {
+    if (!*alive) co_return;
+    // (Not a conditional expression: GCC 12 mishandles co_await in one.)
+    pg::error err;
+    if (text) err = co_await store_.async_finish_action(id, *text);
+    else err = co_await store_.async_return_action(id, now());
+    if (err) log::warn("could not record an action's result", {{"action", id}, {"error", err.message}});
+  };
+  asio::co_spawn(ex_, record, asio::detached);
 }
 
 void saga_runner::post(const std::shared_ptr<live_saga>& l, event e) {
@@ -353,7 +353,8 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
     events.swap(l->inbox);
     auto next = std::make_shared<saga>(*l->s);
     const auto& eng = engine_of(*next);
-    const auto& steps = find_workflow(next->workflow)->steps;
+    const auto& workflow = *find_workflow(next->workflow);
+    const auto& steps = workflow.steps;
     const auto t = now();
     decision d;
     std::vector<step_attempt> attempts;
@@ -390,17 +391,8 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
           if (!failed) e->waiter->result = r;
           e->waiter->timer.cancel();
         }
-        if (e->action_id == 0) continue;
-        auto record = [this, alive, failed, id = e->action_id,
-                       text = std::string(to_string(r))]() -> asio::awaitable<void> {
-          if (!*alive) co_return;
-          // (Not a conditional expression: GCC 12 mishandles co_await in one.)
-          pg::error err;
-          if (failed) err = co_await store_.async_return_action(id, now());
-          else err = co_await store_.async_finish_action(id, text);
-          if (err) log::warn("could not record an action's result", {{"action", id}, {"error", err.message}});
-        };
-        asio::co_spawn(ex_, record, asio::detached);
+        if (e->action_id != 0)
+          settle_action(e->action_id, failed ? std::nullopt : std::optional<std::string>(to_string(r)));
       }
     };
 
@@ -412,21 +404,19 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
     const bool terminal = is_terminal(next->state);
     const bool keep = !terminal && next->wake && *next->wake - t <= options_.keep_horizon;
     const bool changed = l->unsaved_change || next->state != l->s->state || next->error != l->s->error;
-    const auto& workflow = *find_workflow(next->workflow);
+    for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
     if (keep && acted.empty() && !calls.empty() &&
         std::all_of(calls.begin(), calls.end(), [&](const prepared_call& c) {
           return !c.ref.undo && workflow.sendable_before_saving(c.ref.step);
         })) {
       // Forward-only calls after the pivot go at once; this state is
       // written with the saga's next change.
-      for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
       l->unsaved_change = changed;
       l->s = next;
       dispatch(l, std::move(calls));
       schedule_wake(l);
       continue;
     }
-    for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
     saga_write w{next.get(), l->version, changed, keep, std::move(l->unsaved_attempts)};
     l->unsaved_attempts.clear();
     l->unsaved_change = false;
@@ -536,14 +526,11 @@ asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request reque
   if (!*alive) co_return result{};
   if (error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
   if (version == 0) {
-    saga_filter key{request.tenant, request.type, request.biz_id};
-    key.limit = 1;
-    auto found = co_await store_.async_list(std::move(key));
+    auto found = co_await store_.async_existing(request.tenant, request.type, request.biz_id, request.request_hash);
     if (!*alive) co_return result{};
-    if (found.error || found.sagas.empty())
-      co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
-    auto& existing = found.sagas.front();
-    if (existing.request_hash != request.request_hash)
+    if (found.error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+    auto& existing = found.saga;
+    if (found.outcome == saga_store::created::conflict)
       co_return result{outcome::conflict, std::move(existing),
                        "biz_id " + request.biz_id + " was used for another " + std::string(to_string(request.type))};
     replayed_.inc();
@@ -682,12 +669,7 @@ void saga_runner::deliver(std::vector<pending_action> actions) {
   for (auto& a : actions) {
     auto it = live_.find(a.saga_id);
     if (it == live_.end()) {  // let go meanwhile: back to whoever holds it next
-      auto put_back = [this, alive = alive_, id = a.id]() -> asio::awaitable<void> {
-        if (!*alive) co_return;
-        if (auto err = co_await store_.async_return_action(id, now()))
-          log::warn("could not return an action", {{"action", id}, {"error", err.message}});
-      };
-      asio::co_spawn(ex_, put_back, asio::detached);
+      settle_action(a.id, std::nullopt);
       continue;
     }
     event e;

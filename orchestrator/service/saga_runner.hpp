@@ -83,8 +83,6 @@ class saga_runner {
   boost::asio::awaitable<result> async_get(std::string tenant, std::string saga_id, std::chrono::milliseconds wait,
                                            bool or_awaiting = false);
 
-  std::size_t live_sagas() const { return live_.size(); }
-
  private:
   struct live_saga;
   struct event;
@@ -115,6 +113,7 @@ class saga_runner {
   void schedule_wake(const std::shared_ptr<live_saga>& l);
   void forget(const std::shared_ptr<live_saga>& l);
   void hand_over(const std::shared_ptr<live_saga>& l);
+  void settle_action(std::int64_t id, std::optional<std::string> outcome_text);
   boost::asio::awaitable<void> release(std::string saga_id);
   boost::asio::awaitable<void> claim_loop();
   boost::asio::awaitable<void> renew_loop();

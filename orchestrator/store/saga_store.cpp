@@ -170,7 +170,13 @@ asio::awaitable<saga_store::create_result> saga_store::async_create(const saga& 
     out.saga = {s, type, std::move(request_hash), 1, now};
     co_return out;
   }
-  saga_filter key{s.tenant, type, s.biz_id};
+  co_return co_await async_existing(s.tenant, type, s.biz_id, std::move(request_hash));
+}
+
+asio::awaitable<saga_store::create_result> saga_store::async_existing(std::string tenant, saga_type type,
+                                                                      std::string biz_id, std::string request_hash) {
+  create_result out;
+  saga_filter key{std::move(tenant), type, std::move(biz_id)};
   key.limit = 1;
   auto found = co_await async_list(std::move(key));
   if ((out.error = found.error)) co_return out;

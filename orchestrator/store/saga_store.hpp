@@ -96,6 +96,10 @@ class saga_store {
   // Inserts `s` (already started by the engine), leased to this instance.
   boost::asio::awaitable<create_result> async_create(const saga& s, saga_type type, std::string request_hash,
                                                      instant now);
+  // After a create found its key taken: the saga that holds it, replayed
+  // (the same request hash) or conflict.
+  boost::asio::awaitable<create_result> async_existing(std::string tenant, saga_type type, std::string biz_id,
+                                                       std::string request_hash);
 
   struct save_result {
     pg::error error;
