@@ -3,7 +3,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
-#include "common/digest/sha256.hpp"
+#include "common/digest/digest.hpp"
 #include "common/validate/fields.hpp"
 
 namespace tally::shard {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <thread>
 
-#include "common/digest/sha256.hpp"
+#include "common/digest/digest.hpp"
 #include "common/log/log.hpp"
 
 namespace tally::migrate {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <optional>
 
-#include "common/digest/sha256.hpp"
+#include "common/digest/digest.hpp"
 
 namespace tally::orch {
 

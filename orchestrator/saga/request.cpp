@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/digest/sha256.hpp"
+#include "common/digest/digest.hpp"
 #include "common/validate/fields.hpp"
 
 namespace tally::orch {

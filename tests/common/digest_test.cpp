@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "common/digest/sha256.hpp"
+#include "common/digest/digest.hpp"
 
 namespace tally::digest {
 namespace {

@@ -1,0 +1,73 @@
+#include "tests/support/redis_process.hpp"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "tests/support/shard_process.hpp"
+
+namespace tally::test {
+
+namespace asio = boost::asio;
+
+redis_process::redis_process() : port_(free_port()) {
+  char tmpl[] = "/tmp/tally-test-redis.XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+}
+
+redis_process::~redis_process() {
+  kill9();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+void redis_process::start() {
+  const std::string port = std::to_string(port_);
+  const std::string log = dir_ + "/redis.log";
+  std::vector<std::string> argv{"redis-server", "--bind",       "127.0.0.1", "--port",  port, "--save",
+                                "",             "--appendonly", "no",        "--dir",   dir_, "--logfile",
+                                log};
+  pid_ = fork();
+  if (pid_ == 0) {
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execvp("redis-server", cargv.data());
+    _exit(127);
+  }
+  if (!eventually([&] { return ping(); }, std::chrono::seconds(10)))
+    throw std::runtime_error("redis-server did not answer on port " + port + " (log " + log + ")");
+}
+
+void redis_process::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+bool redis_process::ping() {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  boost::system::error_code ec;
+  s.connect({asio::ip::make_address("127.0.0.1"), port_}, ec);
+  if (ec) return false;
+  asio::write(s, asio::buffer(std::string_view("PING\r\n")), ec);
+  char buf[7] = {};
+  if (!ec) asio::read(s, asio::buffer(buf), ec);
+  return !ec && std::string_view(buf, 7) == "+PONG\r\n";
+}
+
+}  // namespace tally::test

@@ -1,0 +1,30 @@
+#pragma once
+// A real redis-server for integration tests: its own port and directory,
+// no persistence, killable and restartable (restarted empty, as after a
+// crash without persistence).
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <sys/types.h>
+
+namespace tally::test {
+
+class redis_process {
+ public:
+  redis_process();
+  ~redis_process();
+  redis_process(const redis_process&) = delete;
+  redis_process& operator=(const redis_process&) = delete;
+  // Starts the server and waits until it answers PING.
+  void start();
+  void kill9();
+  bool ping();
+  std::uint16_t port() const { return port_; }
+
+ private:
+  std::uint16_t port_;
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace tally::test
