@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "bench/load.hpp"
-#include "orchestrator/routing/routing.hpp"
+#include "common/sharding/routing.hpp"
 
 namespace {
 
@@ -74,9 +74,9 @@ options parse_options(int argc, char** argv) {
 }
 
 int run(const options& opt) {
-  auto parsed = tally::orch::routing_table::parse(opt.shards, opt.buckets);
+  auto parsed = tally::sharding::routing_table::parse(opt.shards, opt.buckets);
   if (auto* bad = std::get_if<std::string>(&parsed)) throw std::invalid_argument("--shards: " + *bad);
-  const auto& routes = std::get<tally::orch::routing_table>(parsed);
+  const auto& routes = std::get<tally::sharding::routing_table>(parsed);
   // Accounts by shard; acc-0 is the hot one.
   std::vector<std::vector<std::string>> by_shard(routes.shards().size());
   for (std::size_t i = 0; i < opt.accounts; ++i) {

@@ -83,7 +83,7 @@ settings read_settings(const config::config& cfg) {
 }
 
 struct app {
-  app(asio::io_context& io, settings s, orch::routing_table routes)
+  app(asio::io_context& io, settings s, sharding::routing_table routes)
       : io_(io),
         s_(std::move(s)),
         routes_(std::move(routes)),
@@ -123,7 +123,7 @@ struct app {
 
   asio::io_context& io_;
   settings s_;
-  orch::routing_table routes_;
+  sharding::routing_table routes_;
   metrics::registry metrics_;
   pg::pool pool_;
   orch::saga_store store_;
@@ -143,13 +143,13 @@ int main(int argc, char** argv) {
     log::init("orchestrator", log::parse_level(cfg.get_string("log.level", "info")));
     failpoint::arm_from_env();
     settings s = read_settings(cfg);
-    auto routes = orch::routing_table::parse(s.shards, s.buckets);
+    auto routes = sharding::routing_table::parse(s.shards, s.buckets);
     if (auto* bad = std::get_if<std::string>(&routes)) throw std::runtime_error("shards: " + *bad);
     migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
     if (migrate_only) return 0;
 
     asio::io_context io(1);
-    auto a = std::make_unique<app>(io, std::move(s), std::move(std::get<orch::routing_table>(routes)));
+    auto a = std::make_unique<app>(io, std::move(s), std::move(std::get<sharding::routing_table>(routes)));
     asio::signal_set signals(io, SIGTERM, SIGINT);
     signals.async_wait([&](boost::system::error_code ec, int) {
       if (ec) return;

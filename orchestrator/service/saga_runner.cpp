@@ -131,7 +131,7 @@ struct saga_runner::live_saga {
   }
 };
 
-saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const routing_table& routes,
+saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const sharding::routing_table& routes,
                          std::vector<std::unique_ptr<shard_client>>& shards, metrics::registry& metrics,
                          runner_options options)
     : ex_(ex),

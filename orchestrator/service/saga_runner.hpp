@@ -29,7 +29,7 @@
 #include "common/batching/coalescer.hpp"
 #include "common/metrics/metrics.hpp"
 #include "orchestrator/engine/engine.hpp"
-#include "orchestrator/routing/routing.hpp"
+#include "common/sharding/routing.hpp"
 #include "orchestrator/saga/request.hpp"
 #include "orchestrator/store/saga_store.hpp"
 #include "orchestrator/transport/shard_client.hpp"
@@ -50,7 +50,7 @@ struct runner_options {
 
 class saga_runner {
  public:
-  saga_runner(boost::asio::any_io_executor ex, saga_store& store, const routing_table& routes,
+  saga_runner(boost::asio::any_io_executor ex, saga_store& store, const sharding::routing_table& routes,
               std::vector<std::unique_ptr<shard_client>>& shards, metrics::registry& metrics,
               runner_options options = {});
   ~saga_runner();
@@ -122,7 +122,7 @@ class saga_runner {
 
   boost::asio::any_io_executor ex_;
   saga_store& store_;
-  const routing_table& routes_;
+  const sharding::routing_table& routes_;
   std::vector<std::unique_ptr<shard_client>>& shards_;
   runner_options options_;
   std::vector<engine> engines_;  // one per workflow, in workflows() order

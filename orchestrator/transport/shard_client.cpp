@@ -7,7 +7,7 @@ namespace tally::orch {
 namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
 
-shard_client::shard_client(asio::any_io_executor ex, shard_endpoint endpoint, std::string token,
+shard_client::shard_client(asio::any_io_executor ex, sharding::shard_endpoint endpoint, std::string token,
                            shard_client_options options)
     : endpoint_(std::move(endpoint)),
       token_(std::move(token)),

@@ -18,7 +18,7 @@
 #include "common/batching/coalescer.hpp"
 #include "common/http/client.hpp"
 #include "orchestrator/engine/engine.hpp"
-#include "orchestrator/routing/routing.hpp"
+#include "common/sharding/routing.hpp"
 
 namespace tally::orch {
 
@@ -30,7 +30,7 @@ struct shard_client_options {
 
 class shard_client {
  public:
-  shard_client(boost::asio::any_io_executor ex, shard_endpoint endpoint, std::string token,
+  shard_client(boost::asio::any_io_executor ex, sharding::shard_endpoint endpoint, std::string token,
                shard_client_options options = {});
   ~shard_client() { *alive_ = false; }
   shard_client(const shard_client&) = delete;
@@ -38,14 +38,14 @@ class shard_client {
 
   boost::asio::awaitable<answer> async_call(nlohmann::json command) { return calls_.async_submit(std::move(command)); }
 
-  const shard_endpoint& endpoint() const { return endpoint_; }
+  const sharding::shard_endpoint& endpoint() const { return endpoint_; }
   std::size_t requests_sent() const { return calls_.flushes(); }
 
  private:
   boost::asio::awaitable<void> send_batch(std::size_t connection, std::vector<nlohmann::json>& commands,
                                           std::vector<answer>& answers);
 
-  shard_endpoint endpoint_;
+  sharding::shard_endpoint endpoint_;
   std::string token_;
   shard_client_options options_;
   // Shared with a request in flight, which may outlive the client.

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/migrate/migrate.hpp"
-#include "orchestrator/routing/routing.hpp"
+#include "common/sharding/routing.hpp"
 #include "tests/account_shard/shard_checker.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/shard_process.hpp"
@@ -65,8 +65,8 @@ struct cluster {
   }
 
   std::size_t shard_of(const std::string& account) const {
-    auto table = orch::routing_table::parse(routes, buckets);
-    return std::get<orch::routing_table>(table).shard_of(tenant, account);
+    auto table = sharding::routing_table::parse(routes, buckets);
+    return std::get<sharding::routing_table>(table).shard_of(tenant, account);
   }
 
   void open(const std::string& account, std::int64_t balance) {

@@ -47,7 +47,7 @@ class ShardClient : public ::testing::Test {
       shard_->wait_exit();
     }
   }
-  shard_endpoint endpoint() const { return {"s0", "127.0.0.1", port_}; }
+  sharding::shard_endpoint endpoint() const { return {"s0", "127.0.0.1", port_}; }
   std::int64_t held(const std::string& account) const {
     return test::query_int(db_, "SELECT held FROM account WHERE account_id = '" + account + "'");
   }

@@ -1,4 +1,4 @@
-#include "orchestrator/routing/routing.hpp"
+#include "common/sharding/routing.hpp"
 
 #include <arpa/inet.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/digest/digest.hpp"
 
-namespace tally::orch {
+namespace tally::sharding {
 
 namespace {
 
@@ -33,7 +33,36 @@ std::optional<std::size_t> number(std::string_view s) {
   return v;
 }
 
+std::variant<shard_endpoint, std::string> parse_endpoint(std::string_view entry) {
+  auto eq = entry.find('=');
+  if (eq == std::string_view::npos || eq == 0) return "entry without a name: " + std::string(entry);
+  shard_endpoint e;
+  e.name = std::string(entry.substr(0, eq));
+  auto address = entry.substr(eq + 1);
+  auto colon = address.rfind(':');
+  auto port = colon == std::string_view::npos ? std::nullopt : number(address.substr(colon + 1));
+  if (!port || *port == 0 || *port > 65535) return e.name + ": expected host:port, got " + std::string(address);
+  e.host = std::string(address.substr(0, colon));
+  in_addr parsed{};
+  if (inet_pton(AF_INET, e.host.c_str(), &parsed) != 1) return e.name + ": host must be an IPv4 address, got " + e.host;
+  e.port = static_cast<std::uint16_t>(*port);
+  return e;
+}
+
 }  // namespace
+
+std::variant<std::vector<shard_endpoint>, std::string> parse_endpoints(std::string_view spec) {
+  if (spec.empty()) return std::string("the list is empty: name=host:port;...");
+  std::vector<shard_endpoint> out;
+  for (auto entry : split(spec, ';')) {
+    auto e = parse_endpoint(entry);
+    if (auto* bad = std::get_if<std::string>(&e)) return std::move(*bad);
+    for (const auto& other : out)
+      if (other.name == std::get<shard_endpoint>(e).name) return other.name + " is named twice";
+    out.push_back(std::move(std::get<shard_endpoint>(e)));
+  }
+  return out;
+}
 
 std::size_t bucket_of(std::string_view tenant, std::string_view account, std::size_t buckets) {
   std::string key;
@@ -52,24 +81,14 @@ std::variant<routing_table, std::string> routing_table::parse(std::string_view s
   t.owner_.assign(buckets, unowned);
   std::vector<std::vector<std::string_view>> ranges;
   for (auto entry : split(spec, ';')) {
-    auto eq = entry.find('=');
-    if (eq == std::string_view::npos || eq == 0) return "shard entry without a name: " + std::string(entry);
-    shard_endpoint e;
-    e.name = std::string(entry.substr(0, eq));
-    auto rest = entry.substr(eq + 1);
-    auto at = rest.find('@');
-    auto address = rest.substr(0, at);
-    auto colon = address.rfind(':');
-    auto port = colon == std::string_view::npos ? std::nullopt : number(address.substr(colon + 1));
-    if (!port || *port == 0 || *port > 65535) return "shard " + e.name + ": expected host:port, got " + std::string(address);
-    e.host = std::string(address.substr(0, colon));
-    in_addr parsed{};
-    if (inet_pton(AF_INET, e.host.c_str(), &parsed) != 1) return "shard " + e.name + ": host must be an IPv4 address, got " + e.host;
-    e.port = static_cast<std::uint16_t>(*port);
+    auto at = entry.find('@');
+    auto e = parse_endpoint(entry.substr(0, at));
+    if (auto* bad = std::get_if<std::string>(&e)) return "shard " + *bad;
+    auto& endpoint = std::get<shard_endpoint>(e);
     for (const auto& other : t.shards_)
-      if (other.name == e.name) return "shard " + e.name + " is named twice";
-    t.shards_.push_back(std::move(e));
-    ranges.push_back(at == std::string_view::npos ? std::vector<std::string_view>{} : split(rest.substr(at + 1), ','));
+      if (other.name == endpoint.name) return "shard " + endpoint.name + " is named twice";
+    t.shards_.push_back(std::move(endpoint));
+    ranges.push_back(at == std::string_view::npos ? std::vector<std::string_view>{} : split(entry.substr(at + 1), ','));
   }
   if (t.shards_.size() > buckets) return "more shards than buckets";
   const bool even = std::all_of(ranges.begin(), ranges.end(), [](const auto& r) { return r.empty(); });
@@ -106,4 +125,4 @@ std::size_t routing_table::buckets_of(std::size_t shard) const {
   return static_cast<std::size_t>(std::count(owner_.begin(), owner_.end(), shard));
 }
 
-}  // namespace tally::orch
+}  // namespace tally::sharding

@@ -7,7 +7,8 @@
 // variable alike): `name=host:port@ranges;...`, e.g.
 //   s0=127.0.0.1:7101@0-511;s1=127.0.0.1:7102@512-1023
 // Ranges are `a-b` or `a`, comma-separated. Leave every `@ranges` out to
-// split the buckets evenly in the order given.
+// split the buckets evenly in the order given. Lists of other services
+// (gateways for the relay) use the same `name=host:port;...` form.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -15,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-namespace tally::orch {
+namespace tally::sharding {
 
 struct shard_endpoint {
   std::string name;
@@ -27,6 +28,9 @@ struct shard_endpoint {
 // account), big-endian, modulo `buckets`. Never change it: it would move
 // accounts between shards.
 std::size_t bucket_of(std::string_view tenant, std::string_view account, std::size_t buckets);
+
+// `name=host:port;...` with unique names and IPv4 hosts; an error message otherwise.
+std::variant<std::vector<shard_endpoint>, std::string> parse_endpoints(std::string_view spec);
 
 class routing_table {
  public:
@@ -43,4 +47,4 @@ class routing_table {
   std::vector<std::uint16_t> owner_;  // bucket -> index into shards_
 };
 
-}  // namespace tally::orch
+}  // namespace tally::sharding

@@ -1,9 +1,9 @@
 // Accounts -> buckets -> shards.
-#include "orchestrator/routing/routing.hpp"
+#include "common/sharding/routing.hpp"
 
 #include <gtest/gtest.h>
 
-namespace tally::orch {
+namespace tally::sharding {
 namespace {
 
 routing_table table(std::string_view spec, std::size_t buckets) {
@@ -65,5 +65,22 @@ TEST(Routing, RefusesABadSpecWithAReason) {
   EXPECT_EQ(refused("a=127.0.0.1:1;b=127.0.0.1:2", 1), "more shards than buckets");
 }
 
+TEST(Endpoints, ParseNamedAddresses) {
+  auto r = parse_endpoints("g0=127.0.0.1:8080;g1=127.0.0.2:8081");
+  ASSERT_TRUE(std::holds_alternative<std::vector<shard_endpoint>>(r));
+  const auto& list = std::get<std::vector<shard_endpoint>>(r);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[1].name, "g1");
+  EXPECT_EQ(list[1].host, "127.0.0.2");
+  EXPECT_EQ(list[1].port, 8081);
+  auto refused_list = [](std::string_view spec) {
+    auto e = parse_endpoints(spec);
+    return std::holds_alternative<std::string>(e) ? std::get<std::string>(e) : "accepted";
+  };
+  EXPECT_EQ(refused_list(""), "the list is empty: name=host:port;...");
+  EXPECT_EQ(refused_list("g0=127.0.0.1:1;g0=127.0.0.1:2"), "g0 is named twice");
+  EXPECT_EQ(refused_list("g0=host:1"), "g0: host must be an IPv4 address, got host");
+}
+
 }  // namespace
-}  // namespace tally::orch
+}  // namespace tally::sharding

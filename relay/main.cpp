@@ -1,0 +1,145 @@
+// relay: delivers the outbox events of every shard and of the orchestrator
+// to the Redis read projections and to each gateway's WebSocket fan-out.
+//   relay [--config=FILE] [--key=value ...]
+// Several instances may run: each source → sink consumer is delivered by
+// whichever instance holds its lock in the source database; the others
+// stand by and take over when it dies.
+#include <csignal>
+#include <memory>
+#include <variant>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/config/config.hpp"
+#include "common/failpoint/failpoint.hpp"
+#include "common/http/server.hpp"
+#include "common/log/log.hpp"
+#include "common/metrics/metrics.hpp"
+#include "common/redis/client.hpp"
+#include "common/sharding/routing.hpp"
+#include "relay/service/pump.hpp"
+#include "relay/service/routes.hpp"
+#include "relay/sink/projection_sink.hpp"
+#include "relay/sink/push_sink.hpp"
+
+namespace asio = boost::asio;
+using namespace tally;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct settings {
+  std::vector<relay::source_config> sources;
+  std::vector<sharding::shard_endpoint> gateways;
+  std::string token;
+  std::string gateway_token;
+  http::server_options listen;
+  redis::client_options redis;
+  relay::pump_options pump;
+  milliseconds push_timeout{2000};
+};
+
+settings read_settings(const config::config& cfg) {
+  settings s;
+  auto sources_text = cfg.get_string("sources", "");
+  if (sources_text.empty())
+    throw std::runtime_error("sources is required: a JSON array of {name, kind, conninfo} (" + cfg.env_name("sources") + ")");
+  auto sources = relay::parse_sources(nlohmann::json::parse(sources_text, nullptr, false));
+  if (auto* bad = std::get_if<std::string>(&sources)) throw std::runtime_error("sources: " + *bad);
+  s.sources = std::move(std::get<std::vector<relay::source_config>>(sources));
+  if (auto gateways = cfg.get_string("gateways", ""); !gateways.empty()) {
+    auto parsed = sharding::parse_endpoints(gateways);
+    if (auto* bad = std::get_if<std::string>(&parsed)) throw std::runtime_error("gateways: " + *bad);
+    s.gateways = std::move(std::get<std::vector<sharding::shard_endpoint>>(parsed));
+  }
+  s.token = cfg.get_string("internal_token", "");
+  if (s.token.size() < 16)
+    throw std::runtime_error("internal_token of at least 16 characters is required (" + cfg.env_name("internal_token") + ")");
+  s.gateway_token = cfg.get_string("gateway_token", s.token);
+  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
+  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7301));
+  s.redis.host = cfg.get_string("redis.host", "127.0.0.1");
+  s.redis.port = static_cast<std::uint16_t>(cfg.get_int("redis.port", 6379));
+  s.redis.timeout = milliseconds(cfg.get_int("redis.timeout_ms", 1000));
+  s.pump.batch = static_cast<std::size_t>(cfg.get_int("batch", 500));
+  s.pump.idle_poll_max = milliseconds(cfg.get_int("idle_poll_max_ms", 50));
+  s.pump.standby_poll = milliseconds(cfg.get_int("standby_poll_ms", 500));
+  s.pump.retry_max = milliseconds(cfg.get_int("retry_max_ms", 5000));
+  s.push_timeout = milliseconds(cfg.get_int("push_timeout_ms", 2000));
+  return s;
+}
+
+struct app {
+  app(asio::io_context& io, settings s) : io_(io), s_(std::move(s)), redis_(io.get_executor(), s_.redis) {
+    sinks_.push_back(std::make_unique<relay::projection_sink>(redis_));
+    for (const auto& g : s_.gateways) {
+      sinks_.push_back(std::make_unique<relay::push_sink>(io.get_executor(), "push:" + g.name, g.host, g.port,
+                                                          s_.gateway_token, s_.push_timeout));
+    }
+    for (const auto& source : s_.sources)
+      for (const auto& sink : sinks_) pumps_.push_back(std::make_unique<relay::pump>(io.get_executor(), source, *sink, metrics_, s_.pump));
+    ctx_ = std::make_unique<relay::route_context>(relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
+  }
+
+  void run() {
+    for (auto& p : pumps_) {
+      auto loop = [p = p.get()]() -> asio::awaitable<void> { co_await p->async_run(); };
+      asio::co_spawn(io_, loop, [this](std::exception_ptr e) {
+        if (e) log::exit_on_failure(e);
+        if (++finished_ == pumps_.size()) io_.stop();
+      });
+    }
+    server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_));
+    server_->start();
+    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"sources", s_.sources.size()},
+                          {"sinks", sinks_.size()}, {"consumers", pumps_.size()}});
+  }
+
+  asio::awaitable<void> shutdown() {
+    stopping_ = true;
+    log::info("shutting down: finishing the batches in delivery");
+    if (server_) co_await server_->async_shutdown(std::chrono::seconds(2));
+    for (auto& p : pumps_) p->stop();  // each finishes its batch, saves its cursor and ends
+  }
+
+  asio::io_context& io_;
+  settings s_;
+  metrics::registry metrics_;
+  redis::client redis_;
+  std::vector<std::unique_ptr<relay::sink>> sinks_;
+  std::vector<std::unique_ptr<relay::pump>> pumps_;
+  std::unique_ptr<relay::route_context> ctx_;
+  std::unique_ptr<http::server> server_;
+  std::size_t finished_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    auto cfg = config::config::from_args("TALLY_RELAY", argc, argv);
+    log::init("relay", log::parse_level(cfg.get_string("log.level", "info")));
+    failpoint::arm_from_env();
+    auto s = read_settings(cfg);
+    asio::io_context io(1);
+    auto a = std::make_unique<app>(io, std::move(s));
+    asio::signal_set signals(io, SIGTERM, SIGINT);
+    signals.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
+      asio::co_spawn(io, stop, asio::detached);
+    });
+    a->run();
+    io.run();
+    log::info("stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    log::fatal("relay", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,131 @@
+#include "relay/outbox/reader.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "common/time/rfc3339.hpp"
+
+namespace tally::relay {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::string_view sql_lock = "SELECT pg_try_advisory_lock(hashtextextended('tally.relay:' || $1, 0))";
+constexpr std::string_view sql_load = "SELECT tx_id::text, id FROM relay_cursor WHERE consumer = $1";
+constexpr std::string_view sql_save =
+    "INSERT INTO relay_cursor (consumer, tx_id, id) VALUES ($1, $2::xid8, $3)"
+    " ON CONFLICT (consumer) DO UPDATE SET tx_id = EXCLUDED.tx_id, id = EXCLUDED.id, updated_at = now()";
+// Only transactions older than the oldest one still running: their events
+// are all committed (or rolled back), so none can appear behind the cursor.
+#define TALLY_OUTBOX_AFTER(object, version)                                                          \
+  "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version ", event_type, payload::text," \
+  " (extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                              \
+  " WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (tx_id, id) > ($1::xid8, $2::bigint)"  \
+  " ORDER BY tx_id, id LIMIT $3"
+constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version");
+constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version");
+#undef TALLY_OUTBOX_AFTER
+constexpr std::string_view sql_accounts =
+    "SELECT tenant, account_id, version, balance, held, status, (extract(epoch FROM updated_at) * 1000)::bigint"
+    " FROM account WHERE (tenant, account_id) > ($1, $2) ORDER BY tenant, account_id LIMIT $3";
+// A saga's document is the payload of its latest event.
+constexpr std::string_view sql_sagas =
+    "SELECT DISTINCT ON (saga_id) tenant, saga_id, saga_version, payload::text FROM outbox_event"
+    " WHERE saga_id > $1 ORDER BY saga_id, saga_version DESC LIMIT $2";
+
+}  // namespace
+
+outbox_reader::outbox_reader(asio::any_io_executor ex, source_config source, std::string consumer,
+                             std::chrono::milliseconds timeout)
+    : source_(std::move(source)), consumer_(std::move(consumer)), timeout_(timeout), conn_(std::move(ex)) {}
+
+asio::awaitable<pg::error> outbox_reader::async_take_lock(bool& holder) {
+  holder = false;
+  if (!conn_.is_open()) {
+    if (auto err = co_await conn_.async_connect(source_.conninfo, timeout_)) co_return err;
+  }
+  pg::result r;
+  std::vector<pg::param> params{consumer_};
+  auto err = co_await conn_.async_exec(sql_lock, std::move(params), r, timeout_);
+  if (!err) holder = r.boolean(0, 0);
+  co_return err;
+}
+
+asio::awaitable<pg::error> outbox_reader::async_load_cursor(cursor& out) {
+  pg::result r;
+  std::vector<pg::param> params{consumer_};
+  auto err = co_await conn_.async_exec(sql_load, std::move(params), r, timeout_);
+  if (err) co_return err;
+  out = cursor{};
+  if (r.rows() == 1) out = cursor{std::string(r.text(0, 0)), r.int64(0, 1)};
+  co_return err;
+}
+
+asio::awaitable<pg::error> outbox_reader::async_save_cursor(const cursor& c) {
+  pg::result r;
+  std::vector<pg::param> params{consumer_, c.tx_id, std::to_string(c.id)};
+  co_return co_await conn_.async_exec(sql_save, std::move(params), r, timeout_);
+}
+
+asio::awaitable<pg::error> outbox_reader::async_next(const cursor& from, std::size_t limit,
+                                                     std::vector<outbox_event>& out) {
+  out.clear();
+  pg::result r;
+  const bool shard = source_.kind == source_kind::shard;
+  std::vector<pg::param> params{from.tx_id, std::to_string(from.id), std::to_string(limit)};
+  auto err = co_await conn_.async_exec(shard ? sql_next_shard : sql_next_saga, std::move(params), r, timeout_);
+  if (err) co_return err;
+  const auto kind = shard ? object_kind::account : object_kind::saga;
+  out.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    outbox_event e;
+    e.id = r.int64(i, 0);
+    e.tx_id = r.text(i, 1);
+    e.event_id = r.text(i, 2);
+    e.kind = kind;
+    e.tenant = r.text(i, 3);
+    e.object_id = r.text(i, 4);
+    e.version = r.int64(i, 5);
+    e.type = r.text(i, 6);
+    e.created_ms = r.int64(i, 8);
+    // A payload that is not an object still moves the cursor: it can never
+    // become deliverable, and holding the line for it would stop the source.
+    e.doc = public_doc(kind, r.text(i, 7), e.created_ms).value_or("");
+    out.push_back(std::move(e));
+  }
+  co_return err;
+}
+
+asio::awaitable<pg::error> outbox_reader::async_snapshot(const object_state* after, std::size_t limit,
+                                                         std::vector<object_state>& out) {
+  out.clear();
+  pg::result r;
+  const bool shard = source_.kind == source_kind::shard;
+  std::vector<pg::param> params;
+  if (shard) params.emplace_back(after ? after->tenant : "");
+  params.emplace_back(after ? after->object_id : "");
+  params.emplace_back(std::to_string(limit));
+  auto err = co_await conn_.async_exec(shard ? sql_accounts : sql_sagas, std::move(params), r, timeout_);
+  if (err) co_return err;
+  for (int i = 0; i < r.rows(); ++i) {
+    object_state s;
+    s.tenant = r.text(i, 0);
+    s.object_id = r.text(i, 1);
+    s.version = r.int64(i, 2);
+    if (shard) {
+      const auto balance = r.int64(i, 3), held = r.int64(i, 4);
+      s.kind = object_kind::account;
+      s.doc = nlohmann::json{{"account_id", s.object_id}, {"balance", balance},   {"held", held},
+                             {"available", balance - held}, {"status", r.text(i, 5)}, {"version", s.version},
+                             {"updated_at", time::rfc3339_ms(r.int64(i, 6))}}
+                  .dump();
+    } else {
+      s.kind = object_kind::saga;
+      s.doc = r.text(i, 3);
+    }
+    out.push_back(std::move(s));
+  }
+  co_return err;
+}
+
+}  // namespace tally::relay

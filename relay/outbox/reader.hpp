@@ -1,0 +1,58 @@
+#pragma once
+// One source database as a relay consumer sees it, over one dedicated
+// connection: the consumer's exclusive lock (a session advisory lock, so a
+// second relay instance stands by and takes over when the first dies), its
+// saved cursor, the next events in commit order, and the current state of
+// every object (for a projection rebuild).
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "common/pg/connection.hpp"
+#include "relay/outbox/event.hpp"
+
+namespace tally::relay {
+
+// The current document of one object, for a rebuild.
+struct object_state {
+  object_kind kind = object_kind::account;
+  std::string tenant;
+  std::string object_id;
+  std::int64_t version = 0;
+  std::string doc;
+};
+
+class outbox_reader {
+ public:
+  outbox_reader(boost::asio::any_io_executor ex, source_config source, std::string consumer,
+                std::chrono::milliseconds timeout);
+
+  const source_config& source() const { return source_; }
+  const std::string& consumer() const { return consumer_; }
+  bool is_open() const { return conn_.is_open(); }
+  void close() { conn_.close(); }
+
+  // Connects and tries to take the consumer's lock; `holder` tells whether
+  // this reader now holds it. Losing the connection loses the lock.
+  boost::asio::awaitable<pg::error> async_take_lock(bool& holder);
+  boost::asio::awaitable<pg::error> async_load_cursor(cursor& out);
+  boost::asio::awaitable<pg::error> async_save_cursor(const cursor& c);
+  // Up to `limit` events after `from`, in commit order.
+  boost::asio::awaitable<pg::error> async_next(const cursor& from, std::size_t limit, std::vector<outbox_event>& out);
+  // A page of current object states after `after` (nullptr: from the
+  // start), in key order; a page shorter than `limit` is the last.
+  boost::asio::awaitable<pg::error> async_snapshot(const object_state* after, std::size_t limit,
+                                                   std::vector<object_state>& out);
+
+ private:
+  source_config source_;
+  std::string consumer_;
+  std::chrono::milliseconds timeout_;
+  pg::connection conn_;
+};
+
+}  // namespace tally::relay

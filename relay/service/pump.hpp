@@ -1,0 +1,65 @@
+#pragma once
+// One relay consumer: the events of one source, delivered to one sink, in
+// commit order, at least once. It holds the consumer's lock in the source
+// database while it runs (another relay instance stands by), saves its
+// cursor after each delivered batch, retries a failing sink with capped
+// exponential backoff, and rebuilds the sink when it lost its state.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/metrics/metrics.hpp"
+#include "relay/outbox/reader.hpp"
+#include "relay/sink/sink.hpp"
+
+namespace tally::relay {
+
+struct pump_options {
+  std::size_t batch = 500;
+  std::chrono::milliseconds idle_poll_min{2};  // after an empty read; doubles up to the max
+  std::chrono::milliseconds idle_poll_max{50};
+  std::chrono::milliseconds standby_poll{500};  // how often a stand-by tries the lock
+  std::chrono::milliseconds retry_min{50};
+  std::chrono::milliseconds retry_max{5000};
+  std::chrono::milliseconds db_timeout{5000};
+};
+
+// Delay before retry number `attempt` (0-based): min · 2^attempt, capped.
+std::chrono::milliseconds backoff(std::size_t attempt, std::chrono::milliseconds min, std::chrono::milliseconds max);
+
+class pump {
+ public:
+  pump(boost::asio::any_io_executor ex, source_config source, sink& target, metrics::registry& metrics,
+       pump_options options);
+  boost::asio::awaitable<void> async_run();
+  void stop();
+  bool holder() const { return holder_; }
+  const std::string& source_name() const { return reader_.source().name; }
+  std::string_view sink_name() const { return sink_.name(); }
+  double lag_seconds() const { return lag_.value(); }
+
+ private:
+  boost::asio::awaitable<bool> deliver_until_stopped(cursor& at);
+  boost::asio::awaitable<bool> rebuild();
+  boost::asio::awaitable<void> pause(std::chrono::milliseconds d);
+  void lose_source(const std::string& what, const pg::error& err);
+
+  outbox_reader reader_;
+  sink& sink_;
+  pump_options options_;
+  boost::asio::steady_timer timer_;
+  bool stopping_ = false;
+  bool holder_ = false;
+  metrics::counter& delivered_;
+  metrics::counter& rebuilds_;
+  metrics::gauge& lag_;
+  metrics::gauge& holding_;
+  metrics::histogram& delivery_lag_;
+};
+
+}  // namespace tally::relay

@@ -1,0 +1,36 @@
+#pragma once
+// Pushes events to one gateway, which fans them out to its WebSocket
+// subscribers: POST /internal/events with the internal token. The gateway
+// keeps, per subscriber and object, the newest version sent, so events
+// delivered twice (a relay restart, two relays at a handover) are dropped
+// there.
+#include <chrono>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "common/http/client.hpp"
+#include "relay/sink/sink.hpp"
+
+namespace tally::relay {
+
+class push_sink : public sink {
+ public:
+  push_sink(boost::asio::any_io_executor ex, std::string name, std::string host, std::uint16_t port,
+            std::string token, std::chrono::milliseconds timeout);
+  std::string_view name() const override { return name_; }
+  boost::asio::awaitable<delivery> async_deliver(const std::string& source,
+                                                 std::span<const outbox_event> events) override;
+
+ private:
+  std::string name_;
+  http::client client_;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+};
+
+// The request body: {"source": "s0", "events": [{"event_id", "kind",
+// "tenant", "id", "version", "doc"}]}, documents inserted as they are.
+std::string push_body(const std::string& source, std::span<const outbox_event> events);
+
+}  // namespace tally::relay

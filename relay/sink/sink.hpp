@@ -1,0 +1,40 @@
+#pragma once
+// Where the relay delivers a source's events. A delivery is all or nothing
+// from the relay's view: a failed one is retried whole, so sinks must apply
+// an event at most once (version guards, event ids).
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "relay/outbox/event.hpp"
+#include "relay/outbox/reader.hpp"
+
+namespace tally::relay {
+
+enum class delivery_status {
+  delivered,
+  retry,    // the sink is unreachable or refused: try again later
+  rebuild,  // the sink lost its state (Redis flushed): rebuild it first
+};
+
+struct delivery {
+  delivery_status status = delivery_status::delivered;
+  std::string error;
+};
+
+class sink {
+ public:
+  virtual ~sink() = default;
+  virtual std::string_view name() const = 0;
+  virtual boost::asio::awaitable<delivery> async_deliver(const std::string& source,
+                                                         std::span<const outbox_event> events) = 0;
+  // A rebuild: current object states, page by page, then the mark that the
+  // source's state is complete again. Only sinks that answer `rebuild` need them.
+  virtual boost::asio::awaitable<delivery> async_restore(const std::string& source,
+                                                         std::span<const object_state> states);
+  virtual boost::asio::awaitable<delivery> async_finish_rebuild(const std::string& source);
+};
+
+}  // namespace tally::relay
