@@ -4,15 +4,11 @@
 //   account_shard migrate [...]                        apply migrations and exit
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -22,11 +18,11 @@
 #include "account_shard/service/routes.hpp"
 #include "account_shard/store/queries.hpp"
 #include "common/config/config.hpp"
-#include "common/failpoint/failpoint.hpp"
 #include "common/http/server.hpp"
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/migrate/migrate.hpp"
+#include "common/service/runner.hpp"
 
 namespace asio = boost::asio;
 using namespace tally;
@@ -52,9 +48,7 @@ settings read_settings(const config::config& cfg) {
   settings s;
   s.conninfo = cfg.get_string("database.conninfo", "");
   if (s.conninfo.empty()) throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
-  s.token = cfg.get_string("internal_token", "");
-  if (s.token.size() < 16)
-    throw std::runtime_error("internal_token of at least 16 characters is required (" + cfg.env_name("internal_token") + ")");
+  s.token = cfg.get_secret("internal_token", 16);
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/shard");
   s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
   s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7101));
@@ -100,7 +94,7 @@ pg::pool_options pool_options(const std::string& conninfo, std::size_t size, std
   return o;
 }
 
-struct app {
+struct app : service::app {
   app(asio::io_context& io, settings s)
       : io_(io),
         s_(std::move(s)),
@@ -113,7 +107,7 @@ struct app {
         leader_gauge_(metrics_.add_gauge("tally_shard_is_writer", "1 while this instance is the shard's writer")),
         ctx_{commits_, reads_, metrics_, s_.token, [this] { return epoch_; }, [this] { return epoch_ > 0 && !stopping_; }} {}
 
-  asio::awaitable<void> run() {
+  asio::awaitable<void> async_start() override {
     epoch_ = co_await lead_.async_acquire(std::chrono::milliseconds(200));
     leader_gauge_.set(1);
     commits_.start(epoch_);
@@ -142,14 +136,14 @@ struct app {
     });
   }
 
-  asio::awaitable<void> shutdown() {
+  asio::awaitable<void> async_stop() override {
+    if (!server_) std::_Exit(0);  // a standby has nothing in flight
     stopping_ = true;
     log::info("shutting down: finishing in-flight requests");
     lead_.stop();
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
     co_await commits_.async_drain();
     log::info("stopped");
-    io_.stop();
   }
 
   asio::io_context& io_;
@@ -170,30 +164,11 @@ struct app {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool migrate_only = argc > 1 && std::string_view(argv[1]) == "migrate";
-  try {
-    auto cfg = config::config::from_args("TALLY_SHARD", argc, argv);
-    log::init("account_shard", log::parse_level(cfg.get_string("log.level", "info")));
-    failpoint::arm_from_env();
-    settings s = read_settings(cfg);
-    migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
-    if (migrate_only) return 0;
-
-    asio::io_context io(1);
-    auto a = std::make_unique<app>(io, std::move(s));
-    asio::signal_set signals(io, SIGTERM, SIGINT);
-    signals.async_wait([&](boost::system::error_code ec, int) {
-      if (ec) return;
-      if (!a->server_) std::_Exit(0);  // a standby has nothing in flight
-      auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
-      asio::co_spawn(io, stop, asio::detached);
-    });
-    auto run = [&]() -> asio::awaitable<void> { co_await a->run(); };
-    asio::co_spawn(io, run, log::exit_on_failure);
-    io.run();
-    return 0;
-  } catch (const std::exception& e) {
-    log::fatal("account_shard", e.what());
-    return 1;
-  }
+  return service::run("account_shard", "TALLY_SHARD", argc, argv,
+                      [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
+                        settings s = read_settings(cfg);
+                        migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
+                        if (service::migrate_only(argc, argv)) return nullptr;
+                        return std::make_unique<app>(io, std::move(s));
+                      });
 }

@@ -6,24 +6,19 @@
 // a lease on, and takes over those of an instance that died.
 #include <unistd.h>
 
-#include <csignal>
-#include <cstdlib>
 #include <memory>
 #include <string_view>
 #include <variant>
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 
 #include "common/config/config.hpp"
-#include "common/failpoint/failpoint.hpp"
 #include "common/http/server.hpp"
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/migrate/migrate.hpp"
+#include "common/service/runner.hpp"
 #include "orchestrator/service/routes.hpp"
 #include "orchestrator/service/saga_runner.hpp"
 
@@ -52,9 +47,7 @@ settings read_settings(const config::config& cfg) {
   settings s;
   s.conninfo = cfg.get_string("database.conninfo", "");
   if (s.conninfo.empty()) throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
-  s.token = cfg.get_string("internal_token", "");
-  if (s.token.size() < 16)
-    throw std::runtime_error("internal_token of at least 16 characters is required (" + cfg.env_name("internal_token") + ")");
+  s.token = cfg.get_secret("internal_token", 16);
   s.shard_token = cfg.get_string("shard_token", s.token);
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/orchestrator");
   s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
@@ -82,7 +75,7 @@ settings read_settings(const config::config& cfg) {
   return s;
 }
 
-struct app {
+struct app : service::app {
   app(asio::io_context& io, settings s, sharding::routing_table routes)
       : io_(io),
         s_(std::move(s)),
@@ -103,7 +96,7 @@ struct app {
     return o;
   }
 
-  asio::awaitable<void> run() {
+  asio::awaitable<void> async_start() override {
     if (auto err = co_await runner_->async_open()) throw std::runtime_error("saga store: " + err.message);
     runner_->start();
     server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_));
@@ -112,13 +105,12 @@ struct app {
                           {"shards", routes_.shards().size()}, {"buckets", routes_.buckets()}});
   }
 
-  asio::awaitable<void> shutdown() {
+  asio::awaitable<void> async_stop() override {
     stopping_ = true;
     log::info("shutting down: finishing in-flight requests and saga steps");
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
     co_await runner_->async_stop(std::chrono::seconds(5));
     log::info("stopped");
-    io_.stop();
   }
 
   asio::io_context& io_;
@@ -137,31 +129,14 @@ struct app {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool migrate_only = argc > 1 && std::string_view(argv[1]) == "migrate";
-  try {
-    auto cfg = config::config::from_args("TALLY_ORCH", argc, argv);
-    log::init("orchestrator", log::parse_level(cfg.get_string("log.level", "info")));
-    failpoint::arm_from_env();
-    settings s = read_settings(cfg);
-    auto routes = sharding::routing_table::parse(s.shards, s.buckets);
-    if (auto* bad = std::get_if<std::string>(&routes)) throw std::runtime_error("shards: " + *bad);
-    migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
-    if (migrate_only) return 0;
-
-    asio::io_context io(1);
-    auto a = std::make_unique<app>(io, std::move(s), std::move(std::get<sharding::routing_table>(routes)));
-    asio::signal_set signals(io, SIGTERM, SIGINT);
-    signals.async_wait([&](boost::system::error_code ec, int) {
-      if (ec) return;
-      auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
-      asio::co_spawn(io, stop, asio::detached);
-    });
-    auto run = [&]() -> asio::awaitable<void> { co_await a->run(); };
-    asio::co_spawn(io, run, log::exit_on_failure);
-    io.run();
-    return 0;
-  } catch (const std::exception& e) {
-    log::fatal("orchestrator", e.what());
-    return 1;
-  }
+  return service::run("orchestrator", "TALLY_ORCH", argc, argv,
+                      [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
+                        settings s = read_settings(cfg);
+                        auto routes = sharding::routing_table::parse(s.shards, s.buckets);
+                        if (auto* bad = std::get_if<std::string>(&routes)) throw std::runtime_error("shards: " + *bad);
+                        migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
+                        if (service::migrate_only(argc, argv)) return nullptr;
+                        return std::make_unique<app>(io, std::move(s),
+                                                     std::move(std::get<sharding::routing_table>(routes)));
+                      });
 }

@@ -4,22 +4,22 @@
 // Several instances may run: each source → sink consumer is delivered by
 // whichever instance holds its lock in the source database; the others
 // stand by and take over when it dies.
-#include <csignal>
 #include <memory>
 #include <variant>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/config/config.hpp"
-#include "common/failpoint/failpoint.hpp"
 #include "common/http/server.hpp"
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/redis/client.hpp"
+#include "common/service/runner.hpp"
 #include "common/sharding/routing.hpp"
 #include "relay/service/pump.hpp"
 #include "relay/service/routes.hpp"
@@ -56,9 +56,7 @@ settings read_settings(const config::config& cfg) {
     if (auto* bad = std::get_if<std::string>(&parsed)) throw std::runtime_error("gateways: " + *bad);
     s.gateways = std::move(std::get<std::vector<sharding::shard_endpoint>>(parsed));
   }
-  s.token = cfg.get_string("internal_token", "");
-  if (s.token.size() < 16)
-    throw std::runtime_error("internal_token of at least 16 characters is required (" + cfg.env_name("internal_token") + ")");
+  s.token = cfg.get_secret("internal_token", 16);
   s.gateway_token = cfg.get_string("gateway_token", s.token);
   s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
   s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7301));
@@ -73,8 +71,9 @@ settings read_settings(const config::config& cfg) {
   return s;
 }
 
-struct app {
-  app(asio::io_context& io, settings s) : io_(io), s_(std::move(s)), redis_(io.get_executor(), s_.redis) {
+struct app : service::app {
+  app(asio::io_context& io, settings s)
+      : io_(io), s_(std::move(s)), redis_(io.get_executor(), s_.redis), all_stopped_(io) {
     sinks_.push_back(std::make_unique<relay::projection_sink>(redis_));
     for (const auto& g : s_.gateways) {
       sinks_.push_back(std::make_unique<relay::push_sink>(io.get_executor(), "push:" + g.name, g.host, g.port,
@@ -85,25 +84,31 @@ struct app {
     ctx_ = std::make_unique<relay::route_context>(relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
   }
 
-  void run() {
+  asio::awaitable<void> async_start() override {
     for (auto& p : pumps_) {
       auto loop = [p = p.get()]() -> asio::awaitable<void> { co_await p->async_run(); };
       asio::co_spawn(io_, loop, [this](std::exception_ptr e) {
         if (e) log::exit_on_failure(e);
-        if (++finished_ == pumps_.size()) io_.stop();
+        if (++finished_ == pumps_.size()) all_stopped_.cancel();
       });
     }
     server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_));
     server_->start();
     log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"sources", s_.sources.size()},
                           {"sinks", sinks_.size()}, {"consumers", pumps_.size()}});
+    co_return;
   }
 
-  asio::awaitable<void> shutdown() {
+  asio::awaitable<void> async_stop() override {
     stopping_ = true;
     log::info("shutting down: finishing the batches in delivery");
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(2));
     for (auto& p : pumps_) p->stop();  // each finishes its batch, saves its cursor and ends
+    if (finished_ < pumps_.size()) {
+      all_stopped_.expires_after(std::chrono::seconds(10));
+      co_await all_stopped_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    log::info("stopped");
   }
 
   asio::io_context& io_;
@@ -115,31 +120,15 @@ struct app {
   std::unique_ptr<relay::route_context> ctx_;
   std::unique_ptr<http::server> server_;
   std::size_t finished_ = 0;
+  asio::steady_timer all_stopped_;  // cancelled when the last pump has ended
   bool stopping_ = false;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    auto cfg = config::config::from_args("TALLY_RELAY", argc, argv);
-    log::init("relay", log::parse_level(cfg.get_string("log.level", "info")));
-    failpoint::arm_from_env();
-    auto s = read_settings(cfg);
-    asio::io_context io(1);
-    auto a = std::make_unique<app>(io, std::move(s));
-    asio::signal_set signals(io, SIGTERM, SIGINT);
-    signals.async_wait([&](boost::system::error_code ec, int) {
-      if (ec) return;
-      auto stop = [&]() -> asio::awaitable<void> { co_await a->shutdown(); };
-      asio::co_spawn(io, stop, asio::detached);
-    });
-    a->run();
-    io.run();
-    log::info("stopped");
-    return 0;
-  } catch (const std::exception& e) {
-    log::fatal("relay", e.what());
-    return 1;
-  }
+  return service::run("relay", "TALLY_RELAY", argc, argv,
+                      [](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
+                        return std::make_unique<app>(io, read_settings(cfg));
+                      });
 }

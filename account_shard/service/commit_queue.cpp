@@ -188,4 +188,15 @@ asio::awaitable<void> commit_queue::async_drain() {
   }
 }
 
+nlohmann::json commit_queue::stats() const {
+  const auto batches = batches_.value();
+  return {{"batches", batches},
+          {"commands", commands_.value()},
+          {"batch_retries", retries_.value()},
+          {"batch_failures", failures_.value()},
+          {"queued", queue_.size()},
+          {"mean_batch_size", batches ? static_cast<double>(commands_.value()) / static_cast<double>(batches) : 0.0},
+          {"mean_commit_ms", batch_seconds_.count() ? batch_seconds_.sum() * 1000.0 / static_cast<double>(batch_seconds_.count()) : 0.0}};
+}
+
 }  // namespace tally::shard

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <nlohmann/json.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -61,6 +62,8 @@ class commit_queue {
   // Refuses new commands, lets the queued ones commit, then returns.
   boost::asio::awaitable<void> async_drain();
   std::size_t depth() const { return queue_.size(); }
+  // Totals since start, for operators (GET /v1/status).
+  nlohmann::json stats() const;
 
  private:
   struct pending {

@@ -116,8 +116,15 @@ class router {
       }
       auto freeze = query_param(t.query, "freeze").value_or("true");
       if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
-      co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch()));
+      std::optional<std::string> tenant;
+      if (auto given = query_param(t.query, "tenant")) {
+        if (!is_valid_id(*given)) co_return bad_request(req, "bad tenant id");
+        tenant = std::string(*given);
+      }
+      co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch(),
+                                                                    std::move(tenant)));
     }
+    if (p.size() == 2 && p[1] == "status" && method == bhttp::verb::get) co_return co_await status(req);
     if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);
     co_return http::make_error_response(req, 404, "not_found", "no such route");
   }
@@ -132,6 +139,15 @@ class router {
     if (r.status == submit_status::unavailable) co_return unavailable(req);
     if (r.status == submit_status::outcome_unknown) co_return unavailable(req, "outcome_unknown");
     co_return http::make_json_response(req, 200, reply_json(r.decision));
+  }
+
+  // For operators: whether this instance writes, its commit figures, and
+  // how far the relay is behind this shard's outbox.
+  asio::awaitable<response> status(const request& req) {
+    nlohmann::json body{{"leader", ctx_.ready()}, {"epoch", ctx_.writer_epoch()}, {"commits", ctx_.commits.stats()}};
+    auto backlog = co_await ctx_.reads.async_outbox_backlog();
+    body["outbox"] = backlog.error ? nlohmann::json(nullptr) : backlog.body;
+    co_return json(req, 200, body);
   }
 
   asio::awaitable<response> batch(const request& req) {

@@ -9,7 +9,8 @@
 //   POST /v1/accounts/{tenant}/{id}/freeze | /unfreeze
 //   GET  /v1/operations/{tenant}/{id}/{biz_type}/{biz_id}
 //   GET  /v1/holds/old?older_than_ms=&limit=
-//   GET  /v1/reconciliation?watermark=&freeze=true|false
+//   GET  /v1/reconciliation?watermark=&freeze=true|false&tenant=
+//   GET  /v1/status                       leader, epoch, commit figures, relay backlog
 //   POST /v1/admin/failpoints             {"spec":"before_commit=crash"}
 #include <cstdint>
 #include <functional>

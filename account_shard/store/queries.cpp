@@ -43,10 +43,17 @@ constexpr std::string_view sql_reconcile_totals =
     "LEFT JOIN (SELECT tenant, account_id, sum(delta) FILTER (WHERE seq <= $1) AS upto, "
     "  sum(delta) FILTER (WHERE seq > $1) AS after, bool_or(biz_type = 'open_account') AS has_opening, "
     "  count(*) - count(DISTINCT (biz_type, biz_id)) AS dups "
-    "  FROM ledger_entry GROUP BY tenant, account_id) l USING (tenant, account_id) "
+    "  FROM ledger_entry WHERE $2::text IS NULL OR tenant = $2 GROUP BY tenant, account_id) l "
+    "  USING (tenant, account_id) "
     "LEFT JOIN (SELECT tenant, account_id, sum(amount) AS open_holds FROM hold WHERE state = 'held' "
     "  GROUP BY tenant, account_id) h USING (tenant, account_id) "
+    "WHERE $2::text IS NULL OR a.tenant = $2 "
     "ORDER BY a.tenant, a.account_id";
+constexpr std::string_view sql_outbox_backlog =
+    "WITH c AS (SELECT coalesce((SELECT tx_id FROM relay_cursor WHERE consumer = 'projection'), '0'::xid8) AS tx_id, "
+    "  coalesce((SELECT id FROM relay_cursor WHERE consumer = 'projection'), 0) AS id) "
+    "SELECT count(*), coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0) "
+    "FROM outbox_event o, c WHERE (o.tx_id, o.id) > (c.tx_id, c.id)";
 constexpr std::string_view sql_account_entries_upto =
     "SELECT seq, biz_type, biz_id, delta, reverses FROM ledger_entry "
     "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
@@ -162,7 +169,7 @@ asio::awaitable<query_result> queries::async_operation(std::string tenant, std::
 }
 
 asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_t> watermark, bool freeze,
-                                                       std::int64_t writer_epoch) {
+                                                       std::int64_t writer_epoch, std::optional<std::string> tenant) {
   query_result out;
   std::vector<account_reconciliation> differing;
   std::int64_t w = 0;
@@ -175,7 +182,7 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
     if ((out.error = co_await conn->async_pipeline(start, rs, timeout_))) co_return out;
     w = watermark.value_or(rs[1].int64(0, 0));
     pg::result totals;
-    std::vector<pg::param> totals_params{std::to_string(w)};
+    std::vector<pg::param> totals_params{std::to_string(w), tenant};
     if ((out.error = co_await conn->async_exec(sql_reconcile_totals, std::move(totals_params), totals, timeout_)))
       co_return out;
     accounts = totals.rows();
@@ -218,6 +225,16 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
               {"differences", report.size()},
               {"accounts_with_differences", std::move(report)},
               {"frozen", std::move(frozen)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_outbox_backlog() {
+  query_result out;
+  std::vector<pg::statement> st{{sql_outbox_backlog, {}}};
+  std::vector<pg::result> r;
+  if ((out.error = co_await async_read(st, r))) co_return out;
+  out.found = true;
+  out.body = {{"undelivered", r[0].int64(0, 0)}, {"oldest_undelivered_age_ms", r[0].int64(0, 1)}};
   co_return out;
 }
 

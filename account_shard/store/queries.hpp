@@ -35,8 +35,13 @@ class queries {
   boost::asio::awaitable<query_result> async_old_holds(std::int64_t older_than_ms, int limit);
   // Reconciles every account at `watermark` (default: the newest entry) in
   // one snapshot; with `freeze`, accounts with a difference are frozen.
+  // Only `tenant`'s accounts when given.
   boost::asio::awaitable<query_result> async_reconcile(std::optional<std::int64_t> watermark, bool freeze,
-                                                       std::int64_t writer_epoch);
+                                                       std::int64_t writer_epoch,
+                                                       std::optional<std::string> tenant = std::nullopt);
+  // Outbox events the relay's projection consumer has not delivered yet,
+  // and the age of the oldest.
+  boost::asio::awaitable<query_result> async_outbox_backlog();
   // Sets an account's status (active/frozen) with its outbox event.
   boost::asio::awaitable<query_result> async_set_status(std::string tenant, std::string account_id,
                                                         std::string status, std::int64_t writer_epoch);

@@ -120,6 +120,14 @@ std::optional<std::string> config::find(std::string_view path) const {
   return std::move(v->text);
 }
 
+std::string config::get_secret(std::string_view path, std::size_t min_length) const {
+  auto v = get_string(path, "");
+  if (v.size() < min_length)
+    throw std::runtime_error(std::string(path) + " of at least " + std::to_string(min_length) +
+                             " characters is required (" + env_name(path) + ")");
+  return v;
+}
+
 std::string config::get_string(std::string_view path, std::string_view fallback) const {
   auto v = lookup(path);
   return v ? std::move(v->text) : std::string(fallback);

@@ -29,6 +29,9 @@ class config {
   std::int64_t get_int(std::string_view path, std::int64_t fallback) const;
   bool get_bool(std::string_view path, bool fallback) const;
   std::optional<std::string> find(std::string_view path) const;  // raw value as text
+  // A secret (a token) of at least `min_length` characters; throws naming
+  // the setting and its environment variable, never the value.
+  std::string get_secret(std::string_view path, std::size_t min_length) const;
   std::string env_name(std::string_view path) const;              // PREFIX_A_B_C
 
  private:

@@ -1,5 +1,9 @@
 #include "common/http/client.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <optional>
 #include <utility>
 
@@ -42,10 +46,10 @@ struct client::impl {
   // server may have acted on it.
   bool idle_connection_usable() {
     if (!stream_ || !stream_->socket().is_open() || buffer_.size() != 0) return false;
+    // MSG_DONTWAIT: never block, whatever mode the socket is in.
     char probe = 0;
-    error_code ec;
-    stream_->socket().receive(asio::buffer(&probe, 1), tcp::socket::message_peek, ec);
-    return ec == asio::error::would_block;
+    const auto n = ::recv(stream_->socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
 
   // Only called while no operation is pending on the stream.
@@ -96,11 +100,7 @@ asio::awaitable<client_response> client::async_request(request req, std::chrono:
       fail(connect_ec);
       co_return out;
     }
-    auto& socket = self.stream_->socket();
-    socket.set_option(tcp::no_delay(true), ec);
-    // Lets idle_connection_usable() peek without blocking; async operations
-    // are unaffected.
-    socket.non_blocking(true, ec);
+    self.stream_->socket().set_option(tcp::no_delay(true), ec);
   } else {
     self.stream_->expires_after(timeout);
   }

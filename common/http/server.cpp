@@ -23,6 +23,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/log/log.hpp"
@@ -152,6 +153,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
   asio::io_context& io_;
   const server_options options_;
   const handler handler_;
+  upgrade_handler upgrade_;
   tcp::acceptor acceptor_;
   std::uint16_t port_ = 0;
   std::list<connection*> connections_;
@@ -223,6 +225,11 @@ asio::awaitable<void> server::impl::serve(std::shared_ptr<impl> self, tcp::socke
     }
 
     request req = parser->release();
+    if (self->upgrade_ && beast::websocket::is_upgrade(req) && !self->shutting_down_) {
+      stream.expires_never();
+      self->upgrade_(std::move(stream), std::move(req));
+      co_return;
+    }
     const bool client_keeps_alive = req.keep_alive();
     response res = co_await self->invoke_handler(conn, std::move(req));
     const bool keep_alive = client_keeps_alive && res.keep_alive() && !self->shutting_down_;
@@ -309,6 +316,8 @@ void server::start() {
   auto loop = impl::accept_loop(impl_);
   asio::co_spawn(impl_->io_, std::move(loop), log_coroutine_failure("http accept loop failed"));
 }
+
+void server::set_upgrade_handler(upgrade_handler h) { impl_->upgrade_ = std::move(h); }
 
 std::uint16_t server::port() const { return impl_->port_; }
 

@@ -11,6 +11,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -21,6 +22,10 @@ using response = boost::beast::http::response<boost::beast::http::string_body>;
 // Handlers run on the server's io_context. An exception escaping a handler is
 // logged and answered with 500 {"error":{"code":"internal",...}}.
 using handler = std::function<boost::asio::awaitable<response>(request)>;
+// Takes over a connection whose request asks for a WebSocket upgrade: the
+// stream (no deadline set) and the request are the callee's from then on,
+// and the server forgets the connection.
+using upgrade_handler = std::function<void(boost::beast::tcp_stream, request)>;
 
 struct server_options {
   std::string address = "127.0.0.1";
@@ -42,6 +47,8 @@ class server {
   // Binds, listens (SO_REUSEADDR) and starts the accept loop. Throws
   // boost::system::system_error when the address cannot be bound.
   void start();
+  // Set before start(); without one, upgrade requests go to the handler.
+  void set_upgrade_handler(upgrade_handler h);
   std::uint16_t port() const;
   // Stops accepting, closes idle keep-alive connections, waits until every
   // in-flight request has been answered (or `grace` passed), then returns.

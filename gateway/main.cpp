@@ -1,0 +1,153 @@
+// gateway: the public HTTP + WebSocket API (shared/API.md).
+//   gateway [--config=FILE] [--key=value ...]
+// Stateless: any number may run behind a load balancer. Writes go to the
+// orchestrator or the owning shard, reads come from the Redis projections
+// (or the authority), rate limits live in Redis, and WebSocket subscribers
+// get the events the relay pushes to this gateway.
+#include <memory>
+#include <variant>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/config/config.hpp"
+#include "common/http/client_pool.hpp"
+#include "common/http/server.hpp"
+#include "common/log/log.hpp"
+#include "common/metrics/metrics.hpp"
+#include "common/redis/client.hpp"
+#include "common/service/runner.hpp"
+#include "common/sharding/routing.hpp"
+#include "gateway/auth/api_keys.hpp"
+#include "gateway/limit/rate_limiter.hpp"
+#include "gateway/service/routes.hpp"
+#include "gateway/stream/hub.hpp"
+#include "gateway/stream/session.hpp"
+
+namespace asio = boost::asio;
+using namespace tally;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct settings {
+  gateway::api_keys keys;
+  std::string token;
+  std::string upstream_token;
+  http::server_options listen{};
+  sharding::shard_endpoint orchestrator{};
+  std::string shards;
+  std::size_t buckets = 1024;
+  std::size_t orchestrator_connections = 512;
+  std::size_t shard_connections = 64;
+  milliseconds upstream_timeout{5000};
+  redis::client_options redis;
+  gateway::rate_limits limits;
+  gateway::stream_options stream;
+};
+
+template <class T>
+T required(std::variant<T, std::string> parsed, const std::string& what) {
+  if (auto* bad = std::get_if<std::string>(&parsed)) throw std::runtime_error(what + ": " + *bad);
+  return std::move(std::get<T>(parsed));
+}
+
+gateway::bucket_limit read_limit(const config::config& cfg, const std::string& name, gateway::bucket_limit fallback) {
+  gateway::bucket_limit l;
+  l.rate = static_cast<double>(cfg.get_int("limits." + name + "_rate", static_cast<std::int64_t>(fallback.rate)));
+  l.burst = static_cast<double>(cfg.get_int("limits." + name + "_burst", static_cast<std::int64_t>(fallback.burst)));
+  if (l.rate <= 0 || l.burst < 1) throw std::runtime_error("limits." + name + ": rate must be > 0 and burst >= 1");
+  return l;
+}
+
+settings read_settings(const config::config& cfg) {
+  auto keys = cfg.get_string("api_keys", "");
+  if (keys.empty())
+    throw std::runtime_error("api_keys is required: tenant:role:sha256hex;... (" + cfg.env_name("api_keys") + ")");
+  settings s;
+  s.keys = required(gateway::api_keys::parse(keys), "api_keys");
+  s.token = cfg.get_secret("internal_token", 16);
+  s.upstream_token = cfg.get_string("upstream_token", s.token);
+  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
+  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 8080));
+  s.listen.header_timeout = milliseconds(cfg.get_int("listen.header_timeout_ms", 5000));
+  s.listen.read_timeout = milliseconds(cfg.get_int("listen.read_timeout_ms", 10000));
+  s.listen.idle_timeout = milliseconds(cfg.get_int("listen.idle_timeout_ms", 60000));
+  s.orchestrator = required(sharding::parse_endpoints("orchestrator=" + cfg.get_string("orchestrator", "127.0.0.1:7001")),
+                            "orchestrator")
+                       .front();
+  s.shards = cfg.get_string("shards", "");
+  if (s.shards.empty()) throw std::runtime_error("shards is required, the orchestrator's routing (" + cfg.env_name("shards") + ")");
+  s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
+  s.orchestrator_connections = static_cast<std::size_t>(cfg.get_int("upstream.orchestrator_connections", 512));
+  s.shard_connections = static_cast<std::size_t>(cfg.get_int("upstream.shard_connections", 64));
+  s.upstream_timeout = milliseconds(cfg.get_int("upstream.timeout_ms", 5000));
+  s.redis.host = cfg.get_string("redis.host", "127.0.0.1");
+  s.redis.port = static_cast<std::uint16_t>(cfg.get_int("redis.port", 6379));
+  s.redis.timeout = milliseconds(cfg.get_int("redis.timeout_ms", 200));
+  s.limits.per_key = read_limit(cfg, "key", s.limits.per_key);
+  s.limits.per_account = read_limit(cfg, "account", s.limits.per_account);
+  s.stream.ping_interval = milliseconds(cfg.get_int("stream.ping_interval_ms", 20000));
+  return s;
+}
+
+struct app : service::app {
+  app(asio::io_context& io, settings s, sharding::routing_table routes)
+      : io_(io),
+        s_(std::move(s)),
+        routes_(std::move(routes)),
+        redis_(io.get_executor(), s_.redis),
+        limiter_(redis_, s_.limits, metrics_),
+        orchestrator_(io.get_executor(), s_.orchestrator.host, s_.orchestrator.port, s_.orchestrator_connections),
+        streams_(hub_, s_.keys, redis_, metrics_, s_.stream) {
+    for (const auto& e : routes_.shards())
+      shards_.push_back(std::make_unique<http::client_pool>(io.get_executor(), e.host, e.port, s_.shard_connections));
+    ctx_ = std::make_unique<gateway::route_context>(gateway::route_context{
+        s_.keys, limiter_, redis_, hub_, orchestrator_, shards_, routes_, s_.upstream_token, s_.token, metrics_,
+        [this] { return !stopping_; }, s_.upstream_timeout});
+  }
+
+  asio::awaitable<void> async_start() override {
+    server_ = std::make_unique<http::server>(io_, s_.listen, gateway::make_handler(*ctx_));
+    server_->set_upgrade_handler([this](boost::beast::tcp_stream stream, http::request req) {
+      if (stopping_) return;
+      streams_.accept(std::move(stream), std::move(req));
+    });
+    server_->start();
+    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"api_keys", s_.keys.size()},
+                          {"shards", routes_.shards().size()}});
+    co_return;
+  }
+
+  asio::awaitable<void> async_stop() override {
+    stopping_ = true;
+    log::info("shutting down: finishing in-flight requests");
+    streams_.close_all();
+    if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
+    log::info("stopped");
+  }
+
+  asio::io_context& io_;
+  settings s_;
+  sharding::routing_table routes_;
+  metrics::registry metrics_;
+  redis::client redis_;
+  gateway::rate_limiter limiter_;
+  http::client_pool orchestrator_;
+  std::vector<std::unique_ptr<http::client_pool>> shards_;
+  gateway::hub hub_;
+  gateway::stream_service streams_;
+  std::unique_ptr<gateway::route_context> ctx_;
+  std::unique_ptr<http::server> server_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return service::run("gateway", "TALLY_GATEWAY", argc, argv,
+                      [](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
+                        auto s = read_settings(cfg);
+                        auto routes = required(sharding::routing_table::parse(s.shards, s.buckets), "shards");
+                        return std::make_unique<app>(io, std::move(s), std::move(routes));
+                      });
+}

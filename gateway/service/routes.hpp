@@ -1,0 +1,47 @@
+#pragma once
+// The public API (shared/API.md) over HTTP: authenticate the API key,
+// check the role, validate the request, take the rate-limit tokens, then
+// forward writes to the orchestrator (sagas) or the owning shard (accounts)
+// and answer reads from the Redis projections, falling back to the
+// authority (shard or orchestrator) when a projection is missing, Redis is
+// down, or the caller asks for consistency=strong. Every response carries
+// X-Request-Id; reads say where they came from in X-Tally-Read
+// (projection | authority).
+//
+// Also POST /internal/events (internal token): the relay's pushed events,
+// published to this gateway's WebSocket subscribers.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/http/client_pool.hpp"
+#include "common/http/server.hpp"
+#include "common/metrics/metrics.hpp"
+#include "common/redis/client.hpp"
+#include "common/sharding/routing.hpp"
+#include "gateway/auth/api_keys.hpp"
+#include "gateway/limit/rate_limiter.hpp"
+#include "gateway/stream/hub.hpp"
+
+namespace tally::gateway {
+
+struct route_context {
+  const api_keys& keys;
+  rate_limiter& limiter;
+  redis::client& redis;
+  hub& events;
+  http::client_pool& orchestrator;
+  std::vector<std::unique_ptr<http::client_pool>>& shards;  // in routing order
+  const sharding::routing_table& routes;
+  std::string upstream_token;  // presented to the orchestrator and the shards
+  std::string internal_token;  // expected from the relay
+  metrics::registry& metrics;
+  std::function<bool()> ready;
+  std::chrono::milliseconds upstream_timeout{5000};
+};
+
+http::handler make_handler(route_context& ctx);
+
+}  // namespace tally::gateway

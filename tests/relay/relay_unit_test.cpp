@@ -1,0 +1,79 @@
+// The relay's pure parts: source configuration, public documents, backoff.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "relay/outbox/event.hpp"
+#include "relay/service/pump.hpp"
+#include "relay/sink/push_sink.hpp"
+
+namespace tally::relay {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+std::string refused(const char* text) {
+  auto r = parse_sources(json::parse(text));
+  return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : "accepted";
+}
+
+TEST(Sources, Parse) {
+  auto r = parse_sources(json::parse(R"([{"name":"s0","kind":"shard","conninfo":"dbname=a"},
+                                         {"name":"orchestrator","kind":"orchestrator","conninfo":"dbname=b"}])"));
+  ASSERT_TRUE(std::holds_alternative<std::vector<source_config>>(r));
+  const auto& s = std::get<std::vector<source_config>>(r);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].kind, source_kind::shard);
+  EXPECT_EQ(s[1].kind, source_kind::orchestrator);
+  EXPECT_EQ(s[1].conninfo, "dbname=b");
+}
+
+TEST(Sources, RefuseBadConfiguration) {
+  EXPECT_EQ(refused("[]"), "sources must be a non-empty JSON array");
+  EXPECT_EQ(refused(R"({"name":"s0"})"), "sources must be a non-empty JSON array");
+  EXPECT_EQ(refused(R"([{"name":"s 0","kind":"shard","conninfo":"x"}])"), "bad source name 's 0'");
+  EXPECT_EQ(refused(R"([{"name":"s0","kind":"disk","conninfo":"x"}])"), "source s0: kind must be shard or orchestrator");
+  EXPECT_EQ(refused(R"([{"name":"s0","kind":"shard"}])"), "source s0: conninfo is required");
+  EXPECT_EQ(refused(R"([{"name":"s0","kind":"shard","conninfo":"x"},{"name":"s0","kind":"shard","conninfo":"y"}])"),
+            "source s0 is named twice");
+}
+
+TEST(PublicDoc, AccountLosesTenantAndCauseAndGainsItsTime) {
+  auto doc = public_doc(object_kind::account,
+                        R"({"tenant":"t","account_id":"a","balance":5,"held":1,"available":4,"status":"active",
+                            "version":3,"cause":{"type":"credit","biz_id":"c"}})",
+                        1764583200123);
+  ASSERT_TRUE(doc);
+  EXPECT_EQ(json::parse(*doc), json::parse(R"({"account_id":"a","balance":5,"held":1,"available":4,"status":"active",
+                                              "version":3,"updated_at":"2025-12-01T10:00:00.123Z"})"));
+  EXPECT_FALSE(public_doc(object_kind::account, "[1]", 0));
+}
+
+TEST(PublicDoc, SagaIsItsPayload) {
+  EXPECT_EQ(public_doc(object_kind::saga, R"({"saga_id":"sg"})", 0), R"({"saga_id":"sg"})");
+  EXPECT_FALSE(public_doc(object_kind::saga, "null", 0));
+}
+
+TEST(PushBody, CarriesDocumentsAsTheyAre) {
+  std::vector<outbox_event> events(2);
+  events[0] = {1, "10", "e-1", object_kind::saga, "t", "sg_1", 4, "saga.state", R"({"state":"completed"})", 0};
+  events[1] = {2, "10", "e-2", object_kind::account, "t", "a", 2, "account.credited", "", 0};  // no document: left out
+  auto body = json::parse(push_body("orchestrator", events));
+  EXPECT_EQ(body["source"], "orchestrator");
+  ASSERT_EQ(body["events"].size(), 1u);
+  EXPECT_EQ(body["events"][0]["doc"]["state"], "completed");
+  EXPECT_EQ(body["events"][0]["kind"], "saga");
+  EXPECT_EQ(body["events"][0]["version"], 4);
+}
+
+TEST(Backoff, DoublesToItsCap) {
+  EXPECT_EQ(backoff(0, milliseconds(50), milliseconds(1000)), milliseconds(50));
+  EXPECT_EQ(backoff(1, milliseconds(50), milliseconds(1000)), milliseconds(100));
+  EXPECT_EQ(backoff(4, milliseconds(50), milliseconds(1000)), milliseconds(800));
+  EXPECT_EQ(backoff(5, milliseconds(50), milliseconds(1000)), milliseconds(1000));
+  EXPECT_EQ(backoff(1000, milliseconds(50), milliseconds(1000)), milliseconds(1000));
+}
+
+}  // namespace
+}  // namespace tally::relay
