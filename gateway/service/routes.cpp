@@ -93,18 +93,18 @@ class router {
       co_return co_await write(req, t, *who, *kind, params);
     }
     if (method == bhttp::verb::post && p.size() == 4 && p[1] == "deductions" && (p[3] == "confirm" || p[3] == "cancel")) {
-      if (!orch::is_saga_id(p[2])) co_return not_found(req, "no such saga");
+      if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await to_orchestrator(req, tenant_path(*who, p, 1), t.query, params);
     }
     if (method == bhttp::verb::get && p.size() >= 3 && p[1] == "accounts") {
-      if (!validate::is_valid_id(p[2])) co_return not_found(req, "no such account");
+      if (!validate::is_valid_id(p[2])) co_return bad_request(req, "bad account id");
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       if (p.size() == 3) co_return co_await account(req, *who, std::string(p[2]), params.strong);
       if (p.size() == 4 && p[3] == "entries") co_return co_await entries(req, *who, std::string(p[2]), params);
     }
     if (method == bhttp::verb::get && p.size() == 3 && p[1] == "sagas") {
-      if (!orch::is_saga_id(p[2])) co_return not_found(req, "no such saga");
+      if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await saga(req, t, *who, std::string(p[2]), params);
     }
@@ -124,14 +124,14 @@ class router {
     if (method == bhttp::verb::get && p.size() == 3 && p[2] == "workflows")
       co_return co_await forward(req, ctx_.orchestrator, "the orchestrator", "/v1/workflows", "", none);
     if (p.size() >= 3 && p[2] == "sagas") {
-      if (p.size() >= 4 && !orch::is_saga_id(p[3])) co_return not_found(req, "no such saga");
+      if (p.size() >= 4 && !orch::is_saga_id(p[3])) co_return bad_request(req, "bad saga id");
       const bool list = method == bhttp::verb::get && p.size() == 3;
       const bool one = method == bhttp::verb::get && p.size() == 4;
       const bool act = method == bhttp::verb::post && p.size() == 5 && (p[4] == "retry" || p[4] == "abort");
       if (list || one || act) co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
     }
     if (method == bhttp::verb::post && p.size() == 5 && p[2] == "accounts" && (p[4] == "freeze" || p[4] == "unfreeze")) {
-      if (!validate::is_valid_id(p[3])) co_return not_found(req, "no such account");
+      if (!validate::is_valid_id(p[3])) co_return bad_request(req, "bad account id");
       const std::string account_id(p[3]);
       auto& shard = shard_of(who, account_id);
       auto r = co_await forward(req, shard, "the account's shard",

@@ -6,6 +6,8 @@
 
 #include <fcntl.h>
 
+#include <cctype>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -52,6 +54,11 @@ struct http_client::impl {
     auto res = parser.release();
     out.status = static_cast<int>(res.result_int());
     out.body = std::move(res.body());
+    for (const auto& f : res) {
+      std::string name(f.name_string());
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.headers[name] = std::string(f.value());
+    }
     if (!res.keep_alive()) socket.close(ec);
     return out;
   }
@@ -61,12 +68,13 @@ http_client::http_client(std::uint16_t port) : impl_(std::make_unique<impl>()) {
 http_client::~http_client() = default;
 
 http_reply http_client::call(const std::string& method, const std::string& target, const std::string& body,
-                             const std::string& token) {
+                             const std::string& token, const std::map<std::string, std::string>& headers) {
   if (!impl_->ensure_connected()) return {};
   bhttp::request<bhttp::string_body> req(bhttp::string_to_verb(method), target, 11);
   req.set(bhttp::field::host, "127.0.0.1");
   req.set(bhttp::field::content_type, "application/json");
   if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+  for (const auto& [k, v] : headers) req.set(k, v);
   req.body() = body;
   req.prepare_payload();
   req.keep_alive(true);

@@ -19,7 +19,12 @@ inline constexpr const char* internal_token = "test-internal-token-0123456789";
 struct http_reply {
   int status = 0;  // 0: transport error
   std::string body;
+  std::map<std::string, std::string> headers;  // names in lower case
   nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
 };
 
 // One keep-alive connection to 127.0.0.1:port; reconnects after errors.
@@ -28,7 +33,7 @@ class http_client {
   explicit http_client(std::uint16_t port);
   ~http_client();
   http_reply call(const std::string& method, const std::string& target, const std::string& body = "",
-                  const std::string& token = internal_token);
+                  const std::string& token = internal_token, const std::map<std::string, std::string>& headers = {});
   http_reply raw(const std::string& bytes);  // send bytes as they are, read one response
 
  private:

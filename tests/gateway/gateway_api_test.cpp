@@ -1,0 +1,461 @@
+// The public API contract (shared/API.md) over real HTTP and WebSocket,
+// against the whole system: two shards, the orchestrator, the relay, the
+// gateway, PostgreSQL and Redis.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/stack.hpp"
+#include "tests/support/ws_client.hpp"
+
+namespace tally::test {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string unique(const std::string& prefix) {
+  static std::atomic<int> n{0};
+  return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+class GatewayApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    stack_options o;
+    // Slow-header and ping tests need short timers; limits high enough not to interfere.
+    o.gateway_args = {"--listen.header_timeout_ms=1000", "--stream.ping_interval_ms=300",
+                      "--limits.key_rate=100000", "--limits.key_burst=100000", "--limits.account_rate=100000",
+                      "--limits.account_burst=100000"};
+    system_ = new stack(o);
+  }
+  static void TearDownTestSuite() {
+    delete system_;
+    system_ = nullptr;
+  }
+
+  http_reply call(const std::string& method, const std::string& target, const std::string& body = "",
+                  const std::string& key = acme_app_key, const std::map<std::string, std::string>& headers = {}) {
+    return client_.call(method, target, body, key, headers);
+  }
+  http_reply post(const std::string& target, const json& body, const std::string& key = acme_app_key) {
+    return call("POST", target, body.dump(), key);
+  }
+  std::string open_funded(std::int64_t amount, const std::string& key = acme_app_key) {
+    auto id = unique("acct");
+    EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}, key).status, 201);
+    if (amount > 0) {
+      auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique("fund")}}, key);
+      EXPECT_EQ(r.json()["state"], "completed") << r.body;
+    }
+    return id;
+  }
+  json account(const std::string& id, const std::string& key = acme_app_key) {
+    auto r = call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json();
+  }
+  // The account's ledger entries, as a fingerprint of "nothing changed".
+  std::string ledger(const std::string& id) { return call("GET", "/v1/accounts/" + id + "/entries?limit=500").body; }
+  static void expect_error(const http_reply& r, int status, const std::string& code) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const auto j = r.json();
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_EQ(j["error"]["code"], code) << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"]["request_id"].is_string());
+    EXPECT_EQ(r.header("x-request-id"), j["error"]["request_id"]);
+  }
+
+  static stack* system_;
+  http_client client_{system_->gateway_port()};
+};
+
+stack* GatewayApi::system_ = nullptr;
+
+TEST_F(GatewayApi, ServiceEndpointsNeedNoKey) {
+  for (const char* path : {"/healthz", "/readyz", "/metrics"}) EXPECT_EQ(call("GET", path, "", "").status, 200) << path;
+  EXPECT_NE(call("GET", "/metrics", "", "").body.find("tally_gateway_requests_total"), std::string::npos);
+}
+
+TEST_F(GatewayApi, KeysAndRoles) {
+  expect_error(call("GET", "/v1/sagas", "", ""), 401, "unauthorized");
+  expect_error(call("GET", "/v1/sagas", "", "not-a-key"), 401, "unauthorized");
+  expect_error(call("GET", "/v1/admin/sagas"), 403, "forbidden");
+  expect_error(call("GET", "/v1/admin/workflows"), 403, "forbidden");
+  EXPECT_EQ(call("GET", "/v1/admin/workflows", "", acme_operator_key).status, 200);
+  // An operator key is an app key too.
+  EXPECT_EQ(call("GET", "/v1/sagas", "", acme_operator_key).status, 200);
+  expect_error(call("GET", "/v1/nothing"), 404, "not_found");
+}
+
+TEST_F(GatewayApi, RequestIdIsEchoed) {
+  auto r = call("GET", "/v1/accounts/nobody-here", "", acme_app_key, {{"X-Request-Id", "trace-42"}});
+  expect_error(r, 404, "not_found");
+  EXPECT_EQ(r.header("x-request-id"), "trace-42");
+  EXPECT_FALSE(call("GET", "/v1/sagas").header("x-request-id").empty());
+}
+
+TEST_F(GatewayApi, AccountsAreCreatedOnceAndRead) {
+  const auto id = unique("alice");
+  auto created = post("/v1/accounts", {{"account_id", id}});
+  EXPECT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(created.json()["account_id"], id);
+  EXPECT_EQ(created.json()["balance"], 0);
+  EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}).status, 200);
+  const auto a = account(id);
+  for (const char* field : {"account_id", "balance", "held", "available", "status", "version", "updated_at"})
+    EXPECT_TRUE(a.contains(field)) << field;
+  EXPECT_FALSE(a.contains("tenant"));
+  EXPECT_EQ(a["status"], "active");
+  expect_error(call("GET", "/v1/accounts/" + unique("nobody")), 404, "not_found");
+}
+
+TEST_F(GatewayApi, ReadsComeFromTheProjectionOnceTheRelayDelivered) {
+  const auto id = open_funded(40);
+  EXPECT_TRUE(eventually([&] {
+    auto r = call("GET", "/v1/accounts/" + id);
+    return r.header("x-tally-read") == "projection" && r.json()["balance"] == 40;
+  }));
+  EXPECT_EQ(call("GET", "/v1/accounts/" + id + "?consistency=strong").header("x-tally-read"), "authority");
+}
+
+TEST_F(GatewayApi, TenantsAreIsolated) {
+  const auto id = open_funded(50);
+  auto deduction = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique("h")},
+                                                       {"hold_timeout_ms", 60000}});
+  const std::string saga = deduction.json()["saga_id"];
+  for (const auto& key : {std::string(globex_app_key), std::string(globex_operator_key)}) {
+    expect_error(call("GET", "/v1/accounts/" + id, "", key), 404, "not_found");
+    expect_error(call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key), 404, "not_found");
+    expect_error(call("GET", "/v1/accounts/" + id + "/entries", "", key), 404, "not_found");
+    expect_error(call("GET", "/v1/sagas/" + saga, "", key), 404, "not_found");
+    expect_error(call("POST", "/v1/deductions/" + saga + "/confirm", "{}", key), 404, "not_found");
+  }
+  expect_error(call("GET", "/v1/admin/sagas/" + saga, "", globex_operator_key), 404, "not_found");
+  expect_error(call("POST", "/v1/admin/sagas/" + saga + "/abort", "{}", globex_operator_key), 404, "not_found");
+  // globex's own account of the same name is another account.
+  EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}, globex_app_key).status, 201);
+  EXPECT_EQ(account(id, globex_app_key)["balance"], 0);
+  EXPECT_EQ(account(id)["held"], 5);
+}
+
+TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
+  const auto id = open_funded(0);
+  const json body{{"account_id", id}, {"amount", 25}, {"biz_id", unique("c")}, {"memo", "welcome"}};
+  auto first = post("/v1/credits?wait_ms=5000", body);
+  EXPECT_EQ(first.status, 200) << first.body;
+  const auto saga = first.json();
+  EXPECT_EQ(saga["type"], "credit");
+  EXPECT_EQ(saga["state"], "completed");
+  for (const char* field : {"saga_id", "biz_id", "input", "error", "created_at", "updated_at", "deadline", "steps"})
+    EXPECT_TRUE(saga.contains(field)) << field;
+  EXPECT_TRUE(first.header("idempotent-replayed").empty());
+  auto again = post("/v1/credits", body);
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.header("idempotent-replayed"), "true");
+  EXPECT_EQ(again.json()["saga_id"], saga["saga_id"]);
+  auto changed = body;
+  changed["amount"] = 26;
+  expect_error(post("/v1/credits", changed), 422, "idempotency_conflict");
+  EXPECT_EQ(account(id)["balance"], 25);
+  // Without wait_ms the saga is returned as soon as it is recorded.
+  auto quick = post("/v1/credits", {{"account_id", id}, {"amount", 1}, {"biz_id", unique("c")}});
+  EXPECT_TRUE(quick.status == 202 || quick.status == 200) << quick.status;
+  const std::string quick_id = quick.json()["saga_id"];
+  EXPECT_EQ(call("GET", "/v1/sagas/" + quick_id + "?wait_ms=5000").json()["state"], "completed");
+}
+
+TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
+  const auto id = open_funded(100);
+  auto held = post("/v1/deductions?wait_ms=5000",
+                   {{"account_id", id}, {"amount", 30}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+  EXPECT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
+  const std::string held_id = held.json()["saga_id"];
+  EXPECT_EQ(account(id)["held"], 30);
+  auto confirmed = call("POST", "/v1/deductions/" + held_id + "/confirm?wait_ms=5000", "{}");
+  EXPECT_EQ(confirmed.status, 200) << confirmed.body;
+  EXPECT_EQ(confirmed.json()["state"], "completed");
+  expect_error(call("POST", "/v1/deductions/" + held_id + "/cancel", "{}"), 409, "invalid_state");
+
+  auto second = post("/v1/deductions?wait_ms=5000",
+                     {{"account_id", id}, {"amount", 10}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+  const std::string second_id = second.json()["saga_id"];
+  auto cancelled = call("POST", "/v1/deductions/" + second_id + "/cancel?wait_ms=5000", "{}");
+  EXPECT_EQ(cancelled.json()["state"], "compensated") << cancelled.body;
+  expect_error(call("POST", "/v1/deductions/" + second_id + "/confirm", "{}"), 409, "invalid_state");
+  const auto a = account(id);
+  EXPECT_EQ(a["balance"], 70);
+  EXPECT_EQ(a["held"], 0);
+  // An immediate deduction.
+  auto now = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique("d")}});
+  EXPECT_EQ(now.json()["state"], "completed");
+  expect_error(call("POST", "/v1/deductions/sg_00000000000000000000000000/confirm", "{}"), 404, "not_found");
+}
+
+TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
+  const auto from = open_funded(100), to = open_funded(0);
+  const auto other = open_funded(100);
+  auto t = post("/v1/transfers?wait_ms=5000", {{"from_account", from}, {"to_account", to}, {"amount", 40}, {"biz_id", unique("t")}});
+  EXPECT_EQ(t.json()["state"], "completed") << t.body;
+  EXPECT_EQ(t.json()["steps"].size(), 3u);
+  const std::string transfer = t.json()["saga_id"];
+  auto overdraft = post("/v1/transfers?wait_ms=5000",
+                        {{"from_account", from}, {"to_account", to}, {"amount", 1000}, {"biz_id", unique("t")}});
+  EXPECT_EQ(overdraft.status, 200);
+  EXPECT_EQ(overdraft.json()["state"], "failed");
+  EXPECT_EQ(overdraft.json()["error"]["code"], "insufficient_funds");
+  auto missing = post("/v1/transfers?wait_ms=5000",
+                      {{"from_account", from}, {"to_account", unique("ghost")}, {"amount", 1}, {"biz_id", unique("t")}});
+  EXPECT_EQ(missing.json()["error"]["code"], "account_not_found") << missing.body;
+  auto refund = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 15}, {"biz_id", unique("r")}});
+  EXPECT_EQ(refund.json()["state"], "completed") << refund.body;
+  // A refund of a transfer takes the value back from its destination first.
+  auto short_of = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique("r")}});
+  EXPECT_EQ(short_of.json()["error"]["code"], "insufficient_funds") << short_of.body;
+  post("/v1/transfers?wait_ms=5000", {{"from_account", other}, {"to_account", to}, {"amount", 50}, {"biz_id", unique("t")}});
+  auto too_much = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique("r")}});
+  EXPECT_EQ(too_much.json()["state"], "failed");
+  EXPECT_EQ(too_much.json()["error"]["code"], "refund_exceeds_original");
+  EXPECT_EQ(account(from)["balance"], 75);
+  EXPECT_EQ(account(to)["balance"], 75);
+  EXPECT_EQ(account(to)["held"], 0);
+}
+
+TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
+  const auto a = open_funded(10), b = open_funded(10), poor = open_funded(0);
+  auto ok = post("/v1/batch-deductions?wait_ms=5000",
+                 {{"biz_id", unique("class")}, {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", b}, {"amount", 2}}}}});
+  EXPECT_EQ(ok.json()["state"], "completed") << ok.body;
+  auto refused = post("/v1/batch-deductions?wait_ms=5000",
+                      {{"biz_id", unique("class")},
+                       {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", poor}, {"amount", 1}}}}});
+  EXPECT_NE(refused.json()["state"], "completed") << refused.body;
+  EXPECT_EQ(account(a)["balance"], 9);
+  EXPECT_EQ(account(a)["held"], 0);
+  EXPECT_EQ(account(b)["balance"], 8);
+}
+
+TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
+  const auto id = open_funded(0);
+  const auto biz = unique("c");
+  auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 3}, {"biz_id", biz}});
+  const std::string saga = r.json()["saga_id"];
+  auto one = call("GET", "/v1/sagas/" + saga);
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(one.json()["saga_id"], saga);
+  auto found = call("GET", "/v1/sagas?type=credit&biz_id=" + biz);
+  ASSERT_EQ(found.json()["sagas"].size(), 1u) << found.body;
+  EXPECT_EQ(found.json()["sagas"][0]["saga_id"], saga);
+  EXPECT_EQ(call("GET", "/v1/sagas?type=transfer&biz_id=" + biz).json()["sagas"].size(), 0u);
+  expect_error(call("GET", "/v1/sagas/sg_00000000000000000000000000"), 404, "not_found");
+  expect_error(call("GET", "/v1/sagas/not-a-saga"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/sagas/" + saga + "?wait_ms=30001"), 400, "invalid_request");
+}
+
+TEST_F(GatewayApi, EntriesArePaged) {
+  const auto id = open_funded(0);
+  for (int i = 0; i < 5; ++i)
+    post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", i + 1}, {"biz_id", unique("c")}});
+  std::vector<std::int64_t> seen;
+  std::string after;
+  for (int page = 0; page < 10; ++page) {
+    auto r = call("GET", "/v1/accounts/" + id + "/entries?limit=2" + (after.empty() ? "" : "&after=" + after));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto j = r.json();
+    for (const auto& e : j["entries"]) {
+      for (const char* field : {"seq", "biz_type", "biz_id", "delta", "balance_after", "created_at"})
+        EXPECT_TRUE(e.contains(field)) << field;
+      seen.push_back(e["delta"]);
+    }
+    if (j["next"].is_null()) break;
+    after = j["next"];
+  }
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}));  // the opening entry, then the credits
+  expect_error(call("GET", "/v1/accounts/" + id + "/entries?limit=501"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/accounts/" + id + "/entries?limit=0"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/accounts/" + id + "/entries?after=x"), 400, "invalid_request");
+}
+
+TEST_F(GatewayApi, BadInputIsRefusedAndChangesNothing) {
+  const auto id = open_funded(100);
+  const auto before = ledger(id);
+  const auto biz = unique("bad");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"/v1/credits", "{"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz},  // truncated
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":"5","biz_id":")" + biz + "\"}"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5.5,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":0,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":1000000000000001,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":123456789012345678901234567890,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits", R"({"account_id":"bad id!","amount":5,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + std::string(65, 'x') + "\"}"},
+      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz + R"(","colour":"red"})"},
+      {"/v1/credits", R"({"amount":5,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits", "[]"},
+      {"/v1/deductions", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz + R"(","hold_timeout_ms":-1})"},
+      {"/v1/transfers", R"({"from_account":")" + id + R"(","to_account":")" + id + R"(","amount":5,"biz_id":")" + biz + "\"}"},
+      {"/v1/batch-deductions", R"({"biz_id":")" + biz + R"(","items":[]})"},
+      {"/v1/batch-deductions", R"({"biz_id":")" + biz + R"(","items":[{"account_id":")" + id + R"(","amount":1},{"account_id":")" +
+                                   id + R"(","amount":1}]})"},
+      {"/v1/refunds", R"({"original_saga_id":"nope","amount":5,"biz_id":")" + biz + "\"}"},
+      {"/v1/accounts", R"({"account_id":""})"},
+      {"/v1/credits?wait_ms=abc", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz + "\"}"},
+  };
+  for (const auto& [path, body] : bad) expect_error(call("POST", path, body), 400, "invalid_request");
+  // 1 MiB: refused before it is read whole.
+  auto huge = call("POST", "/v1/credits", std::string(1024 * 1024, ' '));
+  EXPECT_TRUE(huge.status == 413 || huge.status == 400) << huge.status;
+  EXPECT_EQ(huge.json()["error"]["code"], huge.status == 413 ? "payload_too_large" : "invalid_request");
+  EXPECT_EQ(ledger(id), before);
+  EXPECT_EQ(account(id)["balance"], 100);
+  for (const char* type : {"credit", "deduct", "transfer", "batch_deduct", "refund"})
+    EXPECT_EQ(call("GET", std::string("/v1/sagas?type=") + type + "&biz_id=" + biz).json()["sagas"].size(), 0u);
+}
+
+TEST_F(GatewayApi, SlowHeadersTimeOut) {
+  http_client slow(system_->gateway_port());
+  const auto start = std::chrono::steady_clock::now();
+  // Half a request line, then nothing: the server gives up at its header timeout.
+  auto r = slow.raw("GET /v1/sagas HTTP/1.1\r\nHost: x\r\n");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(call("GET", "/healthz", "", "").status, 200);
+}
+
+TEST_F(GatewayApi, OperatorEndpoints) {
+  const auto id = open_funded(20);
+  auto t = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique("d")}});
+  const std::string saga = t.json()["saga_id"];
+  const std::string op = acme_operator_key;
+  auto list = call("GET", "/v1/admin/sagas?state=completed&type=deduct&limit=1", "", op);
+  EXPECT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(list.json()["sagas"].size(), 1u);
+  EXPECT_TRUE(list.json().contains("next"));
+  auto detail = call("GET", "/v1/admin/sagas/" + saga, "", op);
+  EXPECT_EQ(detail.status, 200);
+  ASSERT_TRUE(detail.json()["history"].is_array());
+  EXPECT_GE(detail.json()["history"].size(), 1u);
+  expect_error(call("POST", "/v1/admin/sagas/" + saga + "/abort", "{}", op), 409, "invalid_state");
+  expect_error(call("POST", "/v1/admin/sagas/" + saga + "/retry", "{}", op), 409, "invalid_state");
+  auto workflows = call("GET", "/v1/admin/workflows", "", op);
+  EXPECT_GE(workflows.json()["workflows"].size(), 5u);
+  auto shards = call("GET", "/v1/admin/shards", "", op);
+  ASSERT_EQ(shards.json()["shards"].size(), 2u) << shards.body;
+  EXPECT_EQ(shards.json()["shards"][0]["health"], "ok");
+  EXPECT_EQ(shards.json()["shards"][0]["leader"], true);
+  EXPECT_TRUE(shards.json()["shards"][0]["outbox"].is_object());
+  auto report = call("GET", "/v1/admin/reconciliation?shard=0", "", op);
+  EXPECT_EQ(report.status, 200) << report.body;
+  EXPECT_EQ(report.json()["differences"], 0);
+  expect_error(call("GET", "/v1/admin/reconciliation?shard=2", "", op), 400, "invalid_request");
+  auto frozen = call("POST", "/v1/admin/accounts/" + id + "/freeze", "{}", op);
+  EXPECT_EQ(frozen.json()["status"], "frozen") << frozen.body;
+  auto refused = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique("c")}});
+  EXPECT_EQ(refused.json()["error"]["code"], "account_frozen") << refused.body;
+  EXPECT_EQ(call("POST", "/v1/admin/accounts/" + id + "/unfreeze", "{}", op).json()["status"], "active");
+  expect_error(call("POST", "/v1/admin/accounts/" + unique("ghost") + "/freeze", "{}", op), 404, "not_found");
+}
+
+json next_json(ws_client& ws, std::chrono::milliseconds deadline = 5s) {
+  auto f = ws.next(deadline);
+  return f ? json::parse(*f, nullptr, false) : json();
+}
+
+// The next frame that is not a ping.
+json next_state(ws_client& ws) {
+  for (int i = 0; i < 50; ++i) {
+    auto j = next_json(ws);
+    if (!j.is_object() || j["type"] != "ping") return j;
+  }
+  return json();
+}
+
+void expect_only_pings(ws_client& ws, std::chrono::milliseconds for_how_long) {
+  const auto until = std::chrono::steady_clock::now() + for_how_long;
+  while (std::chrono::steady_clock::now() < until) {
+    auto f = ws.next(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
+    if (f) {
+      EXPECT_EQ(json::parse(*f)["type"], "ping") << *f;
+    }
+  }
+}
+
+TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
+  const auto id = open_funded(100);
+  // Subscribing sends the projection's state: let it catch up first, so the test knows what comes.
+  ASSERT_TRUE(eventually([&] { return call("GET", "/v1/accounts/" + id).json()["balance"] == 100; }));
+  ws_client ws(system_->gateway_port(), "/v1/stream", {{"Authorization", std::string("Bearer ") + acme_app_key}});
+  ASSERT_EQ(ws.status(), 101);
+  ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
+  auto current = next_state(ws);  // the current state first
+  EXPECT_EQ(current["type"], "account") << current;
+  EXPECT_EQ(current["account"]["balance"], 100);
+  std::int64_t version = current["account"]["version"];
+  auto held = post("/v1/deductions", {{"account_id", id}, {"amount", 10}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+  const std::string saga = held.json()["saga_id"];
+  ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"sagas", {saga}}}.dump()));
+  ASSERT_TRUE(eventually([&] {
+    return call("GET", "/v1/sagas/" + saga + "?consistency=strong").json()["state"] == "awaiting_confirmation";
+  }));
+  call("POST", "/v1/deductions/" + saga + "/confirm?wait_ms=5000", "{}");
+  std::vector<std::string> saga_states;
+  std::int64_t balance = 100;
+  for (int i = 0; i < 40 && !(saga_states.size() > 0 && saga_states.back() == "completed" && balance == 90); ++i) {
+    auto f = next_state(ws);
+    ASSERT_TRUE(f.is_object()) << "no frame; saga states so far: " << json(saga_states);
+    if (f["type"] == "account") {
+      EXPECT_GT(f["account"]["version"].get<std::int64_t>(), version);
+      version = f["account"]["version"];
+      balance = f["account"]["balance"];
+    } else {
+      ASSERT_EQ(f["type"], "saga") << f;
+      EXPECT_EQ(f["saga"]["saga_id"], saga);
+      const std::string state = f["saga"]["state"];
+      if (saga_states.empty() || saga_states.back() != state) saga_states.push_back(state);
+      else ADD_FAILURE() << "the same state twice: " << state;
+    }
+  }
+  EXPECT_EQ(balance, 90);
+  ASSERT_FALSE(saga_states.empty());
+  EXPECT_EQ(saga_states.back(), "completed");
+  // No state after completion, and no duplicate: only pings for a second.
+  expect_only_pings(ws, 1s);
+}
+
+TEST_F(GatewayApi, StreamAnswersBadMessagesAndPings) {
+  ws_client ws(system_->gateway_port(), std::string("/v1/stream?api_key=") + acme_app_key);
+  ASSERT_EQ(ws.status(), 101);
+  for (const char* bad : {"{", R"({"op":"dance"})", R"({"op":"subscribe","accounts":["a/b"]})", R"({"op":"subscribe"})"}) {
+    ASSERT_TRUE(ws.send(bad));
+    auto f = next_state(ws);
+    EXPECT_EQ(f["type"], "error") << bad;
+    EXPECT_EQ(f["error"]["code"], "invalid_request");
+    EXPECT_TRUE(f["error"]["message"].is_string());
+  }
+  EXPECT_FALSE(ws.closed());
+  // Pings keep coming (every 300 ms in this test's configuration).
+  auto ping = next_json(ws, 2s);
+  EXPECT_EQ(ping["type"], "ping");
+  ws_client unauthenticated(system_->gateway_port(), "/v1/stream?api_key=wrong");
+  EXPECT_EQ(unauthenticated.status(), 401);
+  ws_client none(system_->gateway_port(), "/v1/stream");
+  EXPECT_EQ(none.status(), 401);
+}
+
+TEST_F(GatewayApi, StreamNeverShowsAnotherTenant) {
+  const auto id = open_funded(10);
+  ws_client ws(system_->gateway_port(), "/v1/stream", {{"Authorization", std::string("Bearer ") + globex_app_key}});
+  ASSERT_EQ(ws.status(), 101);
+  ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
+  post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique("c")}});
+  expect_only_pings(ws, 1s);
+}
+
+}  // namespace
+}  // namespace tally::test

@@ -1,0 +1,70 @@
+#include "tests/support/stack.hpp"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "common/digest/digest.hpp"
+#include "tests/support/pg_fixture.hpp"
+
+namespace tally::test {
+
+namespace {
+
+void must_be_ready(service_process& p, const char* what) {
+  if (!p.wait_ready()) throw std::runtime_error(std::string(what) + " did not become ready; log " + p.log_path());
+}
+
+}  // namespace
+
+stack::stack(const stack_options& options) {
+  redis_.start();
+  for (int i = 0; i < 2; ++i) shard_dbs_.push_back(create_database("stack_shard"));
+  saga_db_ = create_database("stack_sagas");
+  std::vector<std::uint16_t> shard_ports{free_port(), free_port()};
+  routes_ = "s0=127.0.0.1:" + std::to_string(shard_ports[0]) + ";s1=127.0.0.1:" + std::to_string(shard_ports[1]);
+  for (std::size_t i = 0; i < 2; ++i) {
+    shards_.push_back(std::make_unique<shard_process>(shard_dbs_[i], shard_ports[i]));
+    shards_.back()->start();
+  }
+  for (auto& s : shards_) must_be_ready(*s, "a shard");
+  orchestrator_ = std::make_unique<orchestrator_process>(saga_db_, free_port(), routes_);
+  orchestrator_->start();
+  must_be_ready(*orchestrator_, "the orchestrator");
+
+  const std::string keys = "acme:app:" + digest::sha256_hex(acme_app_key) + ";acme:operator:" +
+                           digest::sha256_hex(acme_operator_key) + ";globex:app:" +
+                           digest::sha256_hex(globex_app_key) + ";globex:operator:" +
+                           digest::sha256_hex(globex_operator_key);
+  std::vector<std::string> gateway_args{"--orchestrator=127.0.0.1:" + std::to_string(orchestrator_->port()),
+                                        "--shards=" + routes_, "--redis.port=" + std::to_string(redis_.port()),
+                                        "--api_keys=" + keys};
+  gateway_args.insert(gateway_args.end(), options.gateway_args.begin(), options.gateway_args.end());
+  gateway_ = std::make_unique<service_process>("gateway/gateway", "TALLY_GATEWAY", "", free_port(), gateway_args,
+                                               std::map<std::string, std::string>{});
+  gateway_->start();
+  must_be_ready(*gateway_, "the gateway");
+  relay_args_ = options.relay_args;
+  relay_ = make_relay({}, options.relay_env);
+  relay_->start();
+  must_be_ready(*relay_, "the relay");
+}
+
+stack::~stack() = default;
+
+std::unique_ptr<service_process> stack::make_relay(std::vector<std::string> args,
+                                                   std::map<std::string, std::string> env) const {
+  nlohmann::json sources = nlohmann::json::array();
+  for (std::size_t i = 0; i < shard_dbs_.size(); ++i)
+    sources.push_back({{"name", "s" + std::to_string(i)}, {"kind", "shard"}, {"conninfo", shard_dbs_[i]}});
+  sources.push_back({{"name", "orchestrator"}, {"kind", "orchestrator"}, {"conninfo", saga_db_}});
+  env["TALLY_RELAY_SOURCES"] = sources.dump();
+  std::vector<std::string> all{"--redis.port=" + std::to_string(redis_.port()),
+                               "--gateways=g0=127.0.0.1:" + std::to_string(gateway_->port()),
+                               "--standby_poll_ms=100", "--retry_max_ms=500"};
+  all.insert(all.end(), relay_args_.begin(), relay_args_.end());
+  all.insert(all.end(), args.begin(), args.end());
+  return std::make_unique<service_process>("relay/relay", "TALLY_RELAY", "", free_port(), all, env);
+}
+
+}  // namespace tally::test

@@ -1,0 +1,59 @@
+#pragma once
+// The whole system as real processes for end-to-end tests: one PostgreSQL
+// database per shard and one for the orchestrator (on the server
+// scripts/test started), a redis-server of its own, two account_shards,
+// the orchestrator, the gateway and the relay pushing to it.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/redis_process.hpp"
+#include "tests/support/shard_process.hpp"
+
+namespace tally::test {
+
+// Keys of the two test tenants, acme and globex.
+inline constexpr const char* acme_app_key = "test-key-acme-app";
+inline constexpr const char* acme_operator_key = "test-key-acme-operator";
+inline constexpr const char* globex_app_key = "test-key-globex-app";
+inline constexpr const char* globex_operator_key = "test-key-globex-operator";
+
+struct stack_options {
+  std::vector<std::string> gateway_args;  // e.g. --limits.account_rate=5
+  std::vector<std::string> relay_args;
+  std::map<std::string, std::string> relay_env;  // e.g. TALLY_FAILPOINTS
+};
+
+class stack {
+ public:
+  explicit stack(const stack_options& options = {});
+  ~stack();
+
+  std::uint16_t gateway_port() const { return gateway_->port(); }
+  redis_process& redis() { return redis_; }
+  shard_process& shard(std::size_t i) { return *shards_[i]; }
+  orchestrator_process& orchestrator() { return *orchestrator_; }
+  service_process& gateway() { return *gateway_; }
+  service_process& relay() { return *relay_; }
+  // Another relay over the same sources and sinks (not started).
+  std::unique_ptr<service_process> make_relay(std::vector<std::string> args = {},
+                                              std::map<std::string, std::string> env = {}) const;
+  const std::string& shard_conninfo(std::size_t i) const { return shard_dbs_[i]; }
+  const std::string& saga_conninfo() const { return saga_db_; }
+  const std::string& routes() const { return routes_; }
+
+ private:
+  redis_process redis_;
+  std::vector<std::string> shard_dbs_;
+  std::string saga_db_;
+  std::string routes_;
+  std::vector<std::string> relay_args_;
+  std::vector<std::unique_ptr<shard_process>> shards_;
+  std::unique_ptr<orchestrator_process> orchestrator_;
+  std::unique_ptr<service_process> gateway_;
+  std::unique_ptr<service_process> relay_;
+};
+
+}  // namespace tally::test
