@@ -19,14 +19,14 @@ constexpr std::string_view sql_save =
 // are all committed (or rolled back), so none can appear behind the cursor.
 #define TALLY_OUTBOX_AFTER(object, version)                                                          \
   "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version ", event_type, payload::text," \
-  " (extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                              \
+  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                              \
   " WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (tx_id, id) > ($1::xid8, $2::bigint)"  \
   " ORDER BY tx_id, id LIMIT $3"
 constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version");
 constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version");
 #undef TALLY_OUTBOX_AFTER
 constexpr std::string_view sql_accounts =
-    "SELECT tenant, account_id, version, balance, held, status, (extract(epoch FROM updated_at) * 1000)::bigint"
+    "SELECT tenant, account_id, version, balance, held, status, floor(extract(epoch FROM updated_at) * 1000)::bigint"
     " FROM account WHERE (tenant, account_id) > ($1, $2) ORDER BY tenant, account_id LIMIT $3";
 // A saga's document is the payload of its latest event.
 constexpr std::string_view sql_sagas =

@@ -106,6 +106,7 @@ asio::awaitable<void> pump::async_run() {
 asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
   std::vector<outbox_event> batch;
   std::size_t idle = 0, failures = 0;
+  auto next_check = std::chrono::steady_clock::now() + options_.idle_check;
   while (!stopping_) {
     if (auto err = co_await reader_.async_next(at, options_.batch, batch)) {
       lose_source("reading the outbox", err);
@@ -113,6 +114,11 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
     }
     if (batch.empty()) {
       lag_.set(0);
+      if (std::chrono::steady_clock::now() >= next_check) {
+        next_check = std::chrono::steady_clock::now() + options_.idle_check;
+        auto d = co_await sink_.async_check(reader_.source().name);
+        if (d.status == delivery_status::rebuild && !co_await rebuild()) co_return false;
+      }
       co_await pause(backoff(idle++, options_.idle_poll_min, options_.idle_poll_max));
       continue;
     }

@@ -24,6 +24,7 @@ struct pump_options {
   std::chrono::milliseconds idle_poll_min{2};  // after an empty read; doubles up to the max
   std::chrono::milliseconds idle_poll_max{50};
   std::chrono::milliseconds standby_poll{500};  // how often a stand-by tries the lock
+  std::chrono::milliseconds idle_check{1000};   // how often an idle consumer asks its sink whether it lost its state
   std::chrono::milliseconds retry_min{50};
   std::chrono::milliseconds retry_max{5000};
   std::chrono::milliseconds db_timeout{5000};

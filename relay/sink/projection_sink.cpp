@@ -40,6 +40,14 @@ asio::awaitable<delivery> sink::async_restore(const std::string&, std::span<cons
   co_return delivery{};
 }
 asio::awaitable<delivery> sink::async_finish_rebuild(const std::string&) { co_return delivery{}; }
+asio::awaitable<delivery> sink::async_check(const std::string&) { co_return delivery{}; }
+
+asio::awaitable<delivery> projection_sink::async_check(const std::string& source) {
+  auto r = co_await redis_.async_exec(redis::make_command("EXISTS", projection::source_marker(source)));
+  if (!r.ok()) co_return failed(r);
+  if (r.v.integer == 0) co_return delivery{delivery_status::rebuild, "projections of " + source + " are missing"};
+  co_return delivery{};
+}
 
 asio::awaitable<delivery> projection_sink::async_apply(const std::string& source, bool restoring,
                                                        std::vector<std::string> keys, std::vector<std::string> args) {

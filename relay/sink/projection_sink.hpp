@@ -18,6 +18,7 @@ class projection_sink : public sink {
   boost::asio::awaitable<delivery> async_restore(const std::string& source,
                                                  std::span<const object_state> states) override;
   boost::asio::awaitable<delivery> async_finish_rebuild(const std::string& source) override;
+  boost::asio::awaitable<delivery> async_check(const std::string& source) override;
 
  private:
   boost::asio::awaitable<delivery> async_apply(const std::string& source, bool restoring,

@@ -35,6 +35,9 @@ class sink {
   virtual boost::asio::awaitable<delivery> async_restore(const std::string& source,
                                                          std::span<const object_state> states);
   virtual boost::asio::awaitable<delivery> async_finish_rebuild(const std::string& source);
+  // Asked while the source is idle: `rebuild` when the sink lost its state
+  // although no event has come to find it out.
+  virtual boost::asio::awaitable<delivery> async_check(const std::string& source);
 };
 
 }  // namespace tally::relay
