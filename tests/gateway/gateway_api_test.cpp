@@ -3,7 +3,6 @@
 // gateway, PostgreSQL and Redis.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <memory>
 #include <string>
 
@@ -17,11 +16,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string unique(const std::string& prefix) {
-  static std::atomic<int> n{0};
-  return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
-}
 
 class GatewayApi : public ::testing::Test {
  protected:
@@ -46,10 +40,10 @@ class GatewayApi : public ::testing::Test {
     return call("POST", target, body.dump(), key);
   }
   std::string open_funded(std::int64_t amount, const std::string& key = acme_app_key) {
-    auto id = unique("acct");
+    auto id = unique_id("acct");
     EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}, key).status, 201);
     if (amount > 0) {
-      auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique("fund")}}, key);
+      auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("fund")}}, key);
       EXPECT_EQ(r.json()["state"], "completed") << r.body;
     }
     return id;
@@ -101,7 +95,7 @@ TEST_F(GatewayApi, RequestIdIsEchoed) {
 }
 
 TEST_F(GatewayApi, AccountsAreCreatedOnceAndRead) {
-  const auto id = unique("alice");
+  const auto id = unique_id("alice");
   auto created = post("/v1/accounts", {{"account_id", id}});
   EXPECT_EQ(created.status, 201) << created.body;
   EXPECT_EQ(created.json()["account_id"], id);
@@ -112,7 +106,7 @@ TEST_F(GatewayApi, AccountsAreCreatedOnceAndRead) {
     EXPECT_TRUE(a.contains(field)) << field;
   EXPECT_FALSE(a.contains("tenant"));
   EXPECT_EQ(a["status"], "active");
-  expect_error(call("GET", "/v1/accounts/" + unique("nobody")), 404, "not_found");
+  expect_error(call("GET", "/v1/accounts/" + unique_id("nobody")), 404, "not_found");
 }
 
 TEST_F(GatewayApi, ReadsComeFromTheProjectionOnceTheRelayDelivered) {
@@ -126,7 +120,7 @@ TEST_F(GatewayApi, ReadsComeFromTheProjectionOnceTheRelayDelivered) {
 
 TEST_F(GatewayApi, TenantsAreIsolated) {
   const auto id = open_funded(50);
-  auto deduction = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique("h")},
+  auto deduction = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("h")},
                                                        {"hold_timeout_ms", 60000}});
   const std::string saga = deduction.json()["saga_id"];
   for (const auto& key : {std::string(globex_app_key), std::string(globex_operator_key)}) {
@@ -146,7 +140,7 @@ TEST_F(GatewayApi, TenantsAreIsolated) {
 
 TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
   const auto id = open_funded(0);
-  const json body{{"account_id", id}, {"amount", 25}, {"biz_id", unique("c")}, {"memo", "welcome"}};
+  const json body{{"account_id", id}, {"amount", 25}, {"biz_id", unique_id("c")}, {"memo", "welcome"}};
   auto first = post("/v1/credits?wait_ms=5000", body);
   EXPECT_EQ(first.status, 200) << first.body;
   const auto saga = first.json();
@@ -164,7 +158,7 @@ TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
   expect_error(post("/v1/credits", changed), 422, "idempotency_conflict");
   EXPECT_EQ(account(id)["balance"], 25);
   // Without wait_ms the saga is returned as soon as it is recorded.
-  auto quick = post("/v1/credits", {{"account_id", id}, {"amount", 1}, {"biz_id", unique("c")}});
+  auto quick = post("/v1/credits", {{"account_id", id}, {"amount", 1}, {"biz_id", unique_id("c")}});
   EXPECT_TRUE(quick.status == 202 || quick.status == 200) << quick.status;
   const std::string quick_id = quick.json()["saga_id"];
   EXPECT_EQ(call("GET", "/v1/sagas/" + quick_id + "?wait_ms=5000").json()["state"], "completed");
@@ -173,7 +167,7 @@ TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
 TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
   const auto id = open_funded(100);
   auto held = post("/v1/deductions?wait_ms=5000",
-                   {{"account_id", id}, {"amount", 30}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+                   {{"account_id", id}, {"amount", 30}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   EXPECT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
   const std::string held_id = held.json()["saga_id"];
   EXPECT_EQ(account(id)["held"], 30);
@@ -183,7 +177,7 @@ TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
   expect_error(call("POST", "/v1/deductions/" + held_id + "/cancel", "{}"), 409, "invalid_state");
 
   auto second = post("/v1/deductions?wait_ms=5000",
-                     {{"account_id", id}, {"amount", 10}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+                     {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   const std::string second_id = second.json()["saga_id"];
   auto cancelled = call("POST", "/v1/deductions/" + second_id + "/cancel?wait_ms=5000", "{}");
   EXPECT_EQ(cancelled.json()["state"], "compensated") << cancelled.body;
@@ -192,7 +186,7 @@ TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
   EXPECT_EQ(a["balance"], 70);
   EXPECT_EQ(a["held"], 0);
   // An immediate deduction.
-  auto now = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique("d")}});
+  auto now = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("d")}});
   EXPECT_EQ(now.json()["state"], "completed");
   expect_error(call("POST", "/v1/deductions/sg_00000000000000000000000000/confirm", "{}"), 404, "not_found");
 }
@@ -200,25 +194,25 @@ TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
 TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
   const auto from = open_funded(100), to = open_funded(0);
   const auto other = open_funded(100);
-  auto t = post("/v1/transfers?wait_ms=5000", {{"from_account", from}, {"to_account", to}, {"amount", 40}, {"biz_id", unique("t")}});
+  auto t = post("/v1/transfers?wait_ms=5000", {{"from_account", from}, {"to_account", to}, {"amount", 40}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(t.json()["state"], "completed") << t.body;
   EXPECT_EQ(t.json()["steps"].size(), 3u);
   const std::string transfer = t.json()["saga_id"];
   auto overdraft = post("/v1/transfers?wait_ms=5000",
-                        {{"from_account", from}, {"to_account", to}, {"amount", 1000}, {"biz_id", unique("t")}});
+                        {{"from_account", from}, {"to_account", to}, {"amount", 1000}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(overdraft.status, 200);
   EXPECT_EQ(overdraft.json()["state"], "failed");
   EXPECT_EQ(overdraft.json()["error"]["code"], "insufficient_funds");
   auto missing = post("/v1/transfers?wait_ms=5000",
-                      {{"from_account", from}, {"to_account", unique("ghost")}, {"amount", 1}, {"biz_id", unique("t")}});
+                      {{"from_account", from}, {"to_account", unique_id("ghost")}, {"amount", 1}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(missing.json()["error"]["code"], "account_not_found") << missing.body;
-  auto refund = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 15}, {"biz_id", unique("r")}});
+  auto refund = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 15}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(refund.json()["state"], "completed") << refund.body;
   // A refund of a transfer takes the value back from its destination first.
-  auto short_of = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique("r")}});
+  auto short_of = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(short_of.json()["error"]["code"], "insufficient_funds") << short_of.body;
-  post("/v1/transfers?wait_ms=5000", {{"from_account", other}, {"to_account", to}, {"amount", 50}, {"biz_id", unique("t")}});
-  auto too_much = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique("r")}});
+  post("/v1/transfers?wait_ms=5000", {{"from_account", other}, {"to_account", to}, {"amount", 50}, {"biz_id", unique_id("t")}});
+  auto too_much = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(too_much.json()["state"], "failed");
   EXPECT_EQ(too_much.json()["error"]["code"], "refund_exceeds_original");
   EXPECT_EQ(account(from)["balance"], 75);
@@ -229,10 +223,10 @@ TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
 TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
   const auto a = open_funded(10), b = open_funded(10), poor = open_funded(0);
   auto ok = post("/v1/batch-deductions?wait_ms=5000",
-                 {{"biz_id", unique("class")}, {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", b}, {"amount", 2}}}}});
+                 {{"biz_id", unique_id("class")}, {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", b}, {"amount", 2}}}}});
   EXPECT_EQ(ok.json()["state"], "completed") << ok.body;
   auto refused = post("/v1/batch-deductions?wait_ms=5000",
-                      {{"biz_id", unique("class")},
+                      {{"biz_id", unique_id("class")},
                        {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", poor}, {"amount", 1}}}}});
   EXPECT_NE(refused.json()["state"], "completed") << refused.body;
   EXPECT_EQ(account(a)["balance"], 9);
@@ -242,7 +236,7 @@ TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
 
 TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
   const auto id = open_funded(0);
-  const auto biz = unique("c");
+  const auto biz = unique_id("c");
   auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 3}, {"biz_id", biz}});
   const std::string saga = r.json()["saga_id"];
   auto one = call("GET", "/v1/sagas/" + saga);
@@ -260,7 +254,7 @@ TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
 TEST_F(GatewayApi, EntriesArePaged) {
   const auto id = open_funded(0);
   for (int i = 0; i < 5; ++i)
-    post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", i + 1}, {"biz_id", unique("c")}});
+    post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", i + 1}, {"biz_id", unique_id("c")}});
   std::vector<std::int64_t> seen;
   std::string after;
   for (int page = 0; page < 10; ++page) {
@@ -284,7 +278,7 @@ TEST_F(GatewayApi, EntriesArePaged) {
 TEST_F(GatewayApi, BadInputIsRefusedAndChangesNothing) {
   const auto id = open_funded(100);
   const auto before = ledger(id);
-  const auto biz = unique("bad");
+  const auto biz = unique_id("bad");
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"/v1/credits", "{"},
       {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz},  // truncated
@@ -330,7 +324,7 @@ TEST_F(GatewayApi, SlowHeadersTimeOut) {
 
 TEST_F(GatewayApi, OperatorEndpoints) {
   const auto id = open_funded(20);
-  auto t = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique("d")}});
+  auto t = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("d")}});
   const std::string saga = t.json()["saga_id"];
   const std::string op = acme_operator_key;
   auto list = call("GET", "/v1/admin/sagas?state=completed&type=deduct&limit=1", "", op);
@@ -356,10 +350,10 @@ TEST_F(GatewayApi, OperatorEndpoints) {
   expect_error(call("GET", "/v1/admin/reconciliation?shard=2", "", op), 400, "invalid_request");
   auto frozen = call("POST", "/v1/admin/accounts/" + id + "/freeze", "{}", op);
   EXPECT_EQ(frozen.json()["status"], "frozen") << frozen.body;
-  auto refused = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique("c")}});
+  auto refused = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique_id("c")}});
   EXPECT_EQ(refused.json()["error"]["code"], "account_frozen") << refused.body;
   EXPECT_EQ(call("POST", "/v1/admin/accounts/" + id + "/unfreeze", "{}", op).json()["status"], "active");
-  expect_error(call("POST", "/v1/admin/accounts/" + unique("ghost") + "/freeze", "{}", op), 404, "not_found");
+  expect_error(call("POST", "/v1/admin/accounts/" + unique_id("ghost") + "/freeze", "{}", op), 404, "not_found");
 }
 
 json next_json(ws_client& ws, std::chrono::milliseconds deadline = 5s) {
@@ -397,7 +391,7 @@ TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
   EXPECT_EQ(current["type"], "account") << current;
   EXPECT_EQ(current["account"]["balance"], 100);
   std::int64_t version = current["account"]["version"];
-  auto held = post("/v1/deductions", {{"account_id", id}, {"amount", 10}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+  auto held = post("/v1/deductions", {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   const std::string saga = held.json()["saga_id"];
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"sagas", {saga}}}.dump()));
   ASSERT_TRUE(eventually([&] {
@@ -453,7 +447,7 @@ TEST_F(GatewayApi, StreamNeverShowsAnotherTenant) {
   ws_client ws(system_->gateway_port(), "/v1/stream", {{"Authorization", std::string("Bearer ") + globex_app_key}});
   ASSERT_EQ(ws.status(), 101);
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
-  post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique("c")}});
+  post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique_id("c")}});
   expect_only_pings(ws, 1s);
 }
 

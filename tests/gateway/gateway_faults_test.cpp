@@ -4,7 +4,6 @@
 // orchestrator down. Real processes throughout.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,11 +19,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-std::string unique(const std::string& prefix) {
-  static std::atomic<int> n{0};
-  return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
-}
-
 // A client of one stack's gateway with acme's app key.
 struct api {
   explicit api(stack& s) : client(s.gateway_port()) {}
@@ -36,10 +30,10 @@ struct api {
     return call("POST", target, body.dump(), key);
   }
   std::string open_funded(std::int64_t amount) {
-    auto id = unique("acct");
+    auto id = unique_id("acct");
     EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}).status, 201);
     if (amount == 0) return id;
-    auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique("fund")}});
+    auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("fund")}});
     EXPECT_EQ(r.json()["state"], "completed") << r.body;
     return id;
   }
@@ -84,13 +78,13 @@ TEST(RateLimits, BurstsGet429AndAHotAccountDoesNotSlowOthers) {
   EXPECT_EQ(a.post("/v1/accounts", {{"account_id", "calm"}}).status, 201);
   int hot_accepted = 0, hot_refused = 0, calm_accepted = 0;
   for (int i = 0; i < 8; ++i) {
-    auto hot = a.post("/v1/credits", {{"account_id", "hot"}, {"amount", 1}, {"biz_id", unique("h")}});
+    auto hot = a.post("/v1/credits", {{"account_id", "hot"}, {"amount", 1}, {"biz_id", unique_id("h")}});
     (hot.status == 429 ? hot_refused : hot_accepted) += 1;
     if (hot.status == 429) {
       EXPECT_FALSE(hot.header("retry-after").empty());
     }
     if (i % 3 == 0) {
-      auto calm = a.post("/v1/credits", {{"account_id", "calm-" + std::to_string(i)}, {"amount", 1}, {"biz_id", unique("c")}});
+      auto calm = a.post("/v1/credits", {{"account_id", "calm-" + std::to_string(i)}, {"amount", 1}, {"biz_id", unique_id("c")}});
       if (calm.status == 200 || calm.status == 202) ++calm_accepted;
     }
   }
@@ -111,7 +105,7 @@ TEST(RedisFaults, WritesGoOnReadsFallBackAndProjectionsAreRebuilt) {
   s.redis().kill9();
   // Writes keep working.
   auto t = a.post("/v1/transfers?wait_ms=5000",
-                  {{"from_account", accounts[0]}, {"to_account", accounts[1]}, {"amount", 30}, {"biz_id", unique("t")}});
+                  {{"from_account", accounts[0]}, {"to_account", accounts[1]}, {"amount", 30}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(t.json()["state"], "completed") << t.body;
   const std::string transfer = t.json()["saga_id"];
   // Reads fall back to the shards, with what the ledger says.
@@ -164,7 +158,7 @@ TEST(RelayFaults, KilledBetweenDeliveryAndCursorLosesNothingAndRepeatsNothing) {
   api a(s);
   const auto from = a.open_funded(100), to = a.open_funded(0);
   auto held = a.post("/v1/deductions?wait_ms=5000",
-                     {{"account_id", from}, {"amount", 10}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+                     {{"account_id", from}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   const std::string saga = held.json()["saga_id"];
   // The relay died on the way here (the writes above need more than four batches).
   ASSERT_TRUE(eventually([&] { return !s.relay().running(); }, 15s)) << "the failpoint did not fire";
@@ -174,7 +168,7 @@ TEST(RelayFaults, KilledBetweenDeliveryAndCursorLosesNothingAndRepeatsNothing) {
   ASSERT_EQ(ws.status(), 101);
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"sagas", {saga}}}.dump()));
   a.call("POST", "/v1/deductions/" + saga + "/confirm", "{}");
-  auto t = a.post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 25}, {"biz_id", unique("t")}});
+  auto t = a.post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 25}, {"biz_id", unique_id("t")}});
 
   s.relay().set_env("TALLY_FAILPOINTS", "");
   s.relay().start();
@@ -195,7 +189,7 @@ TEST(RelayFaults, TwoRelaysShareTheWorkAndASecondTakesOver) {
   ASSERT_TRUE(standby->wait_ready());
   const auto from = a.open_funded(100), to = a.open_funded(0);
   auto held = a.post("/v1/deductions?wait_ms=5000",
-                     {{"account_id", from}, {"amount", 10}, {"biz_id", unique("h")}, {"hold_timeout_ms", 60000}});
+                     {{"account_id", from}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   const std::string saga = held.json()["saga_id"];
   ws_client ws(s.gateway_port(), "/v1/stream", {{"Authorization", std::string("Bearer ") + acme_app_key}});
   ASSERT_EQ(ws.status(), 101);
@@ -203,7 +197,7 @@ TEST(RelayFaults, TwoRelaysShareTheWorkAndASecondTakesOver) {
   s.relay().kill9();
   a.call("POST", "/v1/deductions/" + saga + "/confirm", "{}");
   for (int i = 0; i < 10; ++i)
-    a.post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 1}, {"biz_id", unique("t")}});
+    a.post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 1}, {"biz_id", unique_id("t")}});
   const auto states = saga_states(ws, saga, "completed");
   ASSERT_FALSE(states.empty());
   EXPECT_EQ(states.back(), "completed");
@@ -215,7 +209,7 @@ TEST(OrchestratorFaults, WritesAre503WhileItIsDownAndRetrySafely) {
   api a(s);
   const auto id = a.open_funded(50);
   s.orchestrator().kill9();
-  const json credit{{"account_id", id}, {"amount", 5}, {"biz_id", unique("c")}};
+  const json credit{{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("c")}};
   auto refused = a.post("/v1/credits", credit);
   EXPECT_EQ(refused.status, 503);
   EXPECT_EQ(refused.json()["error"]["code"], "unavailable");

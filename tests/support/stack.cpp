@@ -1,5 +1,8 @@
 #include "tests/support/stack.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +19,11 @@ void must_be_ready(service_process& p, const char* what) {
 }
 
 }  // namespace
+
+std::string unique_id(const std::string& prefix) {
+  static std::atomic<int> n{0};
+  return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
 
 stack::stack(const stack_options& options) {
   redis_.start();

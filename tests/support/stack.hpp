@@ -26,6 +26,9 @@ struct stack_options {
   std::map<std::string, std::string> relay_env;  // e.g. TALLY_FAILPOINTS
 };
 
+// A name no other test (or test process) uses: PREFIX-pid-n.
+std::string unique_id(const std::string& prefix);
+
 class stack {
  public:
   explicit stack(const stack_options& options = {});
