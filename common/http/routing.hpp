@@ -1,6 +1,6 @@
 #pragma once
-// What every service's router needs: the request target split into path
-// segments and query, integer parameters, the internal bearer token check
+// What every service's router needs: the request target (target.hpp), the
+// internal bearer token check
 // (constant time), JSON replies, and the unauthenticated service endpoints
 // (/healthz, /readyz, /metrics) plus the failpoint admin endpoint.
 #include <cstdint>
@@ -14,16 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/http/server.hpp"
+#include "common/http/target.hpp"
 
 namespace tally::http {
-
-struct target {
-  std::vector<std::string_view> path;  // segments, without empty ones
-  std::string_view query;
-};
-target split_target(std::string_view t);
-std::optional<std::string_view> query_param(std::string_view query, std::string_view name);
-std::optional<std::int64_t> to_int(std::string_view s);
 
 // `Authorization: Bearer <token>`, compared in constant time.
 bool bearer_token_ok(const request& req, const std::string& token);

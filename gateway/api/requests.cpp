@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/http/routing.hpp"
+#include "common/http/target.hpp"
 #include "common/validate/fields.hpp"
 #include "orchestrator/saga/ids.hpp"
 #include "orchestrator/saga/request.hpp"
