@@ -1,4 +1,5 @@
-// saga_bench: cross-shard transfers through the orchestrator's API. It
+// saga_bench: cross-shard transfers through the orchestrator's internal
+// API, or with --api-key through the gateway's public API. It
 // opens and funds the accounts on their shards (by the same routing the
 // orchestrator uses), then starts transfers of 1 unit between two random
 // accounts on different shards, each request waiting for its saga to end
@@ -8,14 +9,17 @@
 // summary line on stdout.
 //   saga_bench --shards=SPEC [--port=7001] [--token=T] [--tenant=bench] [--buckets=1024]
 //              [--accounts=1000] [--hot=0] [--connections=64] [--threads=1]
-//              [--duration=20] [--rate=R] [--wait-ms=10000]
+//              [--duration=20] [--rate=R] [--wait-ms=10000] [--api-key=K [--subscribers=N]]
 // --token defaults to $TALLY_ORCH_INTERNAL_TOKEN (the shards take the same
-// token). --hot=F makes a fraction F of the transfers move from or to one
-// hot account.
+// token; accounts are set up on them). --hot=F makes a fraction F of the
+// transfers move from or to one hot account. With --api-key, --port is the
+// gateway's and the key's tenant must be --tenant; --subscribers=N keeps N
+// WebSocket subscribers open during the run, 5 accounts each.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "bench/load.hpp"
+#include "bench/subscribers.hpp"
 #include "common/sharding/routing.hpp"
 
 namespace {
@@ -45,6 +50,8 @@ struct options {
   double duration_s = 20;
   double rate = 0;
   int wait_ms = 10000;
+  std::string api_key;
+  std::size_t subscribers = 0;
 };
 
 options parse_options(int argc, char** argv) {
@@ -63,6 +70,8 @@ options parse_options(int argc, char** argv) {
     else if (name == "duration") o.duration_s = std::stod(value);
     else if (name == "rate") o.rate = std::stod(value);
     else if (name == "wait-ms") o.wait_ms = std::stoi(value);
+    else if (name == "api-key") o.api_key = value;
+    else if (name == "subscribers") o.subscribers = std::stoul(value);
     else throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
@@ -97,8 +106,17 @@ int run(const options& opt) {
   std::fprintf(stderr, "saga_bench: %zu accounts on %zu shards opened and funded in %.1f s\n", opt.accounts,
                by_shard.size(), setup_s);
 
+  const bool public_api = !opt.api_key.empty();
+  std::unique_ptr<tally::bench::subscribers> listening;
+  if (public_api && opt.subscribers > 0) {
+    std::vector<std::string> all;
+    for (const auto& s : by_shard) all.insert(all.end(), s.begin(), s.end());
+    listening = std::make_unique<tally::bench::subscribers>(opt.port, opt.api_key, opt.subscribers, all, 5);
+    std::fprintf(stderr, "saga_bench: %zu of %zu WebSocket subscribers open\n", listening->open(), opt.subscribers);
+  }
   const auto tag = tally::bench::run_tag();
-  const std::string target = "/v1/tenants/" + opt.tenant + "/transfers?wait_ms=" + std::to_string(opt.wait_ms);
+  const std::string target = (public_api ? "/v1/transfers" : "/v1/tenants/" + opt.tenant + "/transfers") +
+                             "?wait_ms=" + std::to_string(opt.wait_ms);
   tally::bench::workload work;
   work.next = [&](std::size_t connection, std::uint64_t& seq, std::mt19937_64& rng) {
     auto pick = [&](const std::vector<std::string>& from) {
@@ -124,7 +142,11 @@ int run(const options& opt) {
     return tally::bench::verdict{0, 1};
   };
   tally::bench::load_options load{"saga_bench", opt.connections, opt.threads, opt.duration_s, opt.rate, 1};
-  auto summary = tally::bench::run_load({"127.0.0.1", opt.port, opt.token}, load, work);
+  auto summary = tally::bench::run_load({"127.0.0.1", opt.port, public_api ? opt.api_key : opt.token}, load, work);
+  if (listening) {
+    summary["subscribers_open"] = listening->open();
+    summary["subscriber_frames"] = listening->frames();
+  }
   summary["accounts"] = opt.accounts;
   summary["hot"] = opt.hot;
   summary["setup_s"] = setup_s;

@@ -29,8 +29,8 @@ class SagaStore : public ::testing::Test {
  protected:
   void SetUp() override {
     db_ = tally::test::pg_conninfo(tally::test::create_database("orch_store"));
-    auto applied = migrate::apply(db_, migrate::load(tally::test::source_dir() + "/migrations/orchestrator"));
-    ASSERT_EQ(applied.applied, 1);
+    const auto migrations = migrate::load(tally::test::source_dir() + "/migrations/orchestrator");
+    ASSERT_EQ(migrate::apply(db_, migrations).applied, static_cast<int>(migrations.size()));
   }
   pg::pool_options options() const {
     pg::pool_options o;
