@@ -34,6 +34,7 @@ struct settings {
   std::string token;
   std::string upstream_token;
   http::server_options listen{};
+  http::server_options internal{};
   sharding::shard_endpoint orchestrator{};
   std::string shards;
   std::size_t buckets = 1024;
@@ -72,6 +73,10 @@ settings read_settings(const config::config& cfg) {
   s.listen.header_timeout = milliseconds(cfg.get_int("listen.header_timeout_ms", 5000));
   s.listen.read_timeout = milliseconds(cfg.get_int("listen.read_timeout_ms", 10000));
   s.listen.idle_timeout = milliseconds(cfg.get_int("listen.idle_timeout_ms", 60000));
+  // The relay's pushes: loopback, and batches far larger than a public request.
+  s.internal.address = cfg.get_string("internal.address", "127.0.0.1");
+  s.internal.port = static_cast<std::uint16_t>(cfg.get_int("internal.port", 8081));
+  s.internal.body_limit = static_cast<std::size_t>(cfg.get_int("internal.body_limit", 16 * 1024 * 1024));
   s.orchestrator = required(sharding::parse_endpoints("orchestrator=" + cfg.get_string("orchestrator", "127.0.0.1:7001")),
                             "orchestrator")
                        .front();
@@ -113,8 +118,10 @@ struct app : service::app {
       streams_.accept(std::move(stream), std::move(req));
     });
     server_->start();
-    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"api_keys", s_.keys.size()},
-                          {"shards", routes_.shards().size()}});
+    internal_ = std::make_unique<http::server>(io_, s_.internal, gateway::make_internal_handler(*ctx_));
+    internal_->start();
+    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"internal_port", internal_->port()},
+                          {"api_keys", s_.keys.size()}, {"shards", routes_.shards().size()}});
     co_return;
   }
 
@@ -123,6 +130,7 @@ struct app : service::app {
     log::info("shutting down: finishing in-flight requests");
     streams_.close_all();
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
+    if (internal_) co_await internal_->async_shutdown(std::chrono::seconds(2));
     log::info("stopped");
   }
 
@@ -138,6 +146,7 @@ struct app : service::app {
   gateway::stream_service streams_;
   std::unique_ptr<gateway::route_context> ctx_;
   std::unique_ptr<http::server> server_;
+  std::unique_ptr<http::server> internal_;
   bool stopping_ = false;
 };
 

@@ -50,8 +50,9 @@ std::string without_tenant(const std::string& body) {
 
 class router {
  public:
-  explicit router(route_context& ctx)
+  router(route_context& ctx, bool internal)
       : ctx_(ctx),
+        internal_(internal),
         probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }},
         requests_(ctx.metrics.add_counter("tally_gateway_requests_total", "Requests answered")),
         projection_reads_(ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="projection")")),
@@ -74,8 +75,11 @@ class router {
   asio::awaitable<response> route(request& req, const http::target& t) {
     const auto& p = t.path;
     const auto method = req.method();
-    if (p.size() == 2 && p[0] == "internal" && p[1] == "events" && method == bhttp::verb::post)
-      co_return publish(req);
+    if (internal_) {
+      if (p.size() == 2 && p[0] == "internal" && p[1] == "events" && method == bhttp::verb::post)
+        co_return publish(req);
+      co_return not_found(req);
+    }
     if (p.empty() || p[0] != "v1") co_return not_found(req);
     const auto key = req[bhttp::field::authorization];
     auto who = key.starts_with("Bearer ") ? ctx_.keys.authenticate(key.substr(7)) : std::nullopt;
@@ -329,6 +333,7 @@ class router {
   }
 
   route_context& ctx_;
+  const bool internal_;
   http::service_probes probes_;
   metrics::counter& requests_;
   metrics::counter& projection_reads_;
@@ -338,6 +343,9 @@ class router {
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx, false)); }
+http::handler make_internal_handler(route_context& ctx) {
+  return http::shared_handler(std::make_shared<router>(ctx, true));
+}
 
 }  // namespace tally::gateway

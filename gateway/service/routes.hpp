@@ -8,8 +8,9 @@
 // X-Request-Id; reads say where they came from in X-Tally-Read
 // (projection | authority).
 //
-// Also POST /internal/events (internal token): the relay's pushed events,
-// published to this gateway's WebSocket subscribers.
+// The internal listener (127.0.0.1, its own port and body limit) serves the
+// probes and POST /internal/events (internal token): the relay's pushed
+// events, published to this gateway's WebSocket subscribers.
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -43,5 +44,6 @@ struct route_context {
 };
 
 http::handler make_handler(route_context& ctx);
+http::handler make_internal_handler(route_context& ctx);
 
 }  // namespace tally::gateway

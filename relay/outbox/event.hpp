@@ -31,8 +31,9 @@ enum class object_kind { account, saga };
 std::string_view to_string(object_kind k);
 
 // Position in commit order: events are read ordered by (tx_id, id), and only
-// from transactions older than every transaction still running, so an event
-// committed late by an older transaction is never skipped.
+// from transactions older than every transaction of the source database
+// still running, so an event committed late by an older transaction is
+// never skipped.
 struct cursor {
   std::string tx_id = "0";  // xid8 as text
   std::int64_t id = 0;

@@ -15,12 +15,25 @@ constexpr std::string_view sql_load = "SELECT tx_id::text, id FROM relay_cursor 
 constexpr std::string_view sql_save =
     "INSERT INTO relay_cursor (consumer, tx_id, id) VALUES ($1, $2::xid8, $3)"
     " ON CONFLICT (consumer) DO UPDATE SET tx_id = EXCLUDED.tx_id, id = EXCLUDED.id, updated_at = now()";
-// Only transactions older than the oldest one still running: their events
-// are all committed (or rolled back), so none can appear behind the cursor.
+// The commit-safe horizon: every transaction of this database below it has
+// ended. It is the oldest transaction still running here (each holds the
+// lock on its own id; pg_locks and pg_stat_activity's pid and datname are
+// readable by any role), else the first id not yet assigned. Only this
+// database counts, so a long transaction in another database on the same
+// server does not hold delivery back. Kept in a session setting for the
+// next statement, which runs on a later snapshot: a transaction that ended
+// after this one looked has committed (or not) by then.
+constexpr std::string_view sql_horizon =
+    "WITH s AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax),"
+    " r AS (SELECT l.transactionid::text::bigint AS x FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    "  WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND a.datname = current_database())"
+    " SELECT set_config('tally.relay_horizon', (s.xmax - coalesce(max(d.delta), 0))::text, false)"
+    " FROM s LEFT JOIN LATERAL (SELECT ((s.xmax % 4294967296) - r.x + 4294967296) % 4294967296 AS delta FROM r) d"
+    "  ON d.delta BETWEEN 1 AND 2147483648 GROUP BY s.xmax";
 #define TALLY_OUTBOX_AFTER(object, version)                                                          \
   "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version ", event_type, payload::text," \
-  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                              \
-  " WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot()) AND (tx_id, id) > ($1::xid8, $2::bigint)"  \
+  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                         \
+  " WHERE tx_id < current_setting('tally.relay_horizon')::xid8 AND (tx_id, id) > ($1::xid8, $2::bigint)" \
   " ORDER BY tx_id, id LIMIT $3"
 constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version");
 constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version");
@@ -70,11 +83,14 @@ asio::awaitable<pg::error> outbox_reader::async_save_cursor(const cursor& c) {
 asio::awaitable<pg::error> outbox_reader::async_next(const cursor& from, std::size_t limit,
                                                      std::vector<outbox_event>& out) {
   out.clear();
-  pg::result r;
   const bool shard = source_.kind == source_kind::shard;
-  std::vector<pg::param> params{from.tx_id, std::to_string(from.id), std::to_string(limit)};
-  auto err = co_await conn_.async_exec(shard ? sql_next_shard : sql_next_saga, std::move(params), r, timeout_);
+  const std::vector<pg::statement> statements{
+      {sql_horizon, {}},
+      {shard ? sql_next_shard : sql_next_saga, {from.tx_id, std::to_string(from.id), std::to_string(limit)}}};
+  std::vector<pg::result> results;
+  auto err = co_await conn_.async_pipeline(statements, results, timeout_);
   if (err) co_return err;
+  const auto& r = results[1];
   const auto kind = shard ? object_kind::account : object_kind::saga;
   out.reserve(static_cast<std::size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) {

@@ -1,11 +1,13 @@
 #pragma once
 // Pushes events to one gateway, which fans them out to its WebSocket
-// subscribers: POST /internal/events with the internal token. The gateway
+// subscribers: POST /internal/events on its internal port with the internal
+// token, in requests of at most about 1 MiB. The gateway
 // keeps, per subscriber and object, the newest version sent, so events
 // delivered twice (a relay restart, two relays at a handover) are dropped
 // there.
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -29,8 +31,10 @@ class push_sink : public sink {
   std::chrono::milliseconds timeout_;
 };
 
-// The request body: {"source": "s0", "events": [{"event_id", "kind",
-// "tenant", "id", "version", "doc"}]}, documents inserted as they are.
-std::string push_body(const std::string& source, std::span<const outbox_event> events);
+// The request bodies: {"source": "s0", "events": [{"event_id", "kind",
+// "tenant", "id", "version", "doc"}]}, documents inserted as they are, a new
+// body once one reaches `max_bytes` (an event larger than that goes alone).
+std::vector<std::string> push_bodies(const std::string& source, std::span<const outbox_event> events,
+                                     std::size_t max_bytes);
 
 }  // namespace tally::relay

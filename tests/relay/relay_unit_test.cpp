@@ -59,12 +59,27 @@ TEST(PushBody, CarriesDocumentsAsTheyAre) {
   std::vector<outbox_event> events(2);
   events[0] = {1, "10", "e-1", object_kind::saga, "t", "sg_1", 4, "saga.state", R"({"state":"completed"})", 0};
   events[1] = {2, "10", "e-2", object_kind::account, "t", "a", 2, "account.credited", "", 0};  // no document: left out
-  auto body = json::parse(push_body("orchestrator", events));
+  auto bodies = push_bodies("orchestrator", events, 1 << 20);
+  ASSERT_EQ(bodies.size(), 1u);
+  auto body = json::parse(bodies[0]);
   EXPECT_EQ(body["source"], "orchestrator");
   ASSERT_EQ(body["events"].size(), 1u);
   EXPECT_EQ(body["events"][0]["doc"]["state"], "completed");
   EXPECT_EQ(body["events"][0]["kind"], "saga");
   EXPECT_EQ(body["events"][0]["version"], 4);
+}
+
+TEST(PushBody, SplitsLargeBatches) {
+  std::vector<outbox_event> events(5);
+  for (std::size_t i = 0; i < events.size(); ++i)
+    events[i] = {static_cast<std::int64_t>(i), "1", "e", object_kind::saga, "t", "sg", static_cast<std::int64_t>(i),
+                 "saga.state", R"({"pad":")" + std::string(100, 'x') + R"("})", 0};
+  auto bodies = push_bodies("o", events, 250);  // about two events per body
+  ASSERT_EQ(bodies.size(), 3u);
+  std::size_t total = 0;
+  for (const auto& b : bodies) total += json::parse(b)["events"].size();
+  EXPECT_EQ(total, 5u);
+  EXPECT_TRUE(push_bodies("o", {}, 250).empty());
 }
 
 TEST(Backoff, DoublesToItsCap) {

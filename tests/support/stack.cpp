@@ -44,7 +44,9 @@ stack::stack(const stack_options& options) {
                            digest::sha256_hex(acme_operator_key) + ";globex:app:" +
                            digest::sha256_hex(globex_app_key) + ";globex:operator:" +
                            digest::sha256_hex(globex_operator_key);
+  gateway_internal_port_ = free_port();
   std::vector<std::string> gateway_args{"--orchestrator=127.0.0.1:" + std::to_string(orchestrator_->port()),
+                                        "--internal.port=" + std::to_string(gateway_internal_port_),
                                         "--shards=" + routes_, "--redis.port=" + std::to_string(redis_.port()),
                                         "--api_keys=" + keys};
   gateway_args.insert(gateway_args.end(), options.gateway_args.begin(), options.gateway_args.end());
@@ -68,7 +70,7 @@ std::unique_ptr<service_process> stack::make_relay(std::vector<std::string> args
   sources.push_back({{"name", "orchestrator"}, {"kind", "orchestrator"}, {"conninfo", saga_db_}});
   env["TALLY_RELAY_SOURCES"] = sources.dump();
   std::vector<std::string> all{"--redis.port=" + std::to_string(redis_.port()),
-                               "--gateways=g0=127.0.0.1:" + std::to_string(gateway_->port()),
+                               "--gateways=g0=127.0.0.1:" + std::to_string(gateway_internal_port_),
                                "--standby_poll_ms=100", "--retry_max_ms=500"};
   all.insert(all.end(), relay_args_.begin(), relay_args_.end());
   all.insert(all.end(), args.begin(), args.end());

@@ -52,6 +52,7 @@ class stack {
   std::vector<std::string> shard_dbs_;
   std::string saga_db_;
   std::string routes_;
+  std::uint16_t gateway_internal_port_ = 0;
   std::vector<std::string> relay_args_;
   std::vector<std::unique_ptr<shard_process>> shards_;
   std::unique_ptr<orchestrator_process> orchestrator_;
