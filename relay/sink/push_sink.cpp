@@ -9,11 +9,15 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr std::size_t max_request_bytes = 1024 * 1024;
+constexpr std::size_t max_connections = 8;
 }  // namespace
 
 push_sink::push_sink(asio::any_io_executor ex, std::string name, std::string host, std::uint16_t port,
                      std::string token, std::chrono::milliseconds timeout)
-    : name_(std::move(name)), client_(std::move(ex), std::move(host), port), token_(std::move(token)), timeout_(timeout) {}
+    : name_(std::move(name)),
+      clients_(std::move(ex), std::move(host), port, max_connections),
+      token_(std::move(token)),
+      timeout_(timeout) {}
 
 std::vector<std::string> push_bodies(const std::string& source, std::span<const outbox_event> events,
                                      std::size_t max_bytes) {
@@ -46,8 +50,11 @@ asio::awaitable<delivery> push_sink::async_deliver(const std::string& source, st
   // Part of a batch may arrive twice when a later request fails: the
   // gateway drops what it has already sent.
   for (auto& body : push_bodies(source, events, max_request_bytes)) {
-    auto r = co_await client_.async_json(boost::beast::http::verb::post, "/internal/events", std::move(body), timeout_,
-                                         token_);
+    http::request req(boost::beast::http::verb::post, "/internal/events", 11);
+    req.set(boost::beast::http::field::content_type, "application/json");
+    req.set(boost::beast::http::field::authorization, "Bearer " + token_);
+    req.body() = std::move(body);
+    auto r = co_await clients_.async_request(std::move(req), timeout_);
     if (r.error) co_return delivery{delivery_status::retry, "gateway " + name_ + ": " + r.error.message()};
     if (r.message.result_int() != 200)
       co_return delivery{delivery_status::retry,

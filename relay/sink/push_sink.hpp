@@ -11,7 +11,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
-#include "common/http/client.hpp"
+#include "common/http/client_pool.hpp"
 #include "relay/sink/sink.hpp"
 
 namespace tally::relay {
@@ -26,7 +26,7 @@ class push_sink : public sink {
 
  private:
   std::string name_;
-  http::client client_;
+  http::client_pool clients_;  // each source's consumer pushes on its own connection
   std::string token_;
   std::chrono::milliseconds timeout_;
 };

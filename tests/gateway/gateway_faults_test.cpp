@@ -53,13 +53,18 @@ struct api {
 
 TEST(RateLimits, BurstsGet429AndAHotAccountDoesNotSlowOthers) {
   stack_options o;
-  o.gateway_args = {"--limits.key_rate=20", "--limits.key_burst=30", "--limits.account_rate=1",
+  o.gateway_args = {"--limits.key_rate=1", "--limits.key_burst=30", "--limits.account_rate=1",
                     "--limits.account_burst=3"};
   stack s(o);
   api a(s);
+  // Seconds since a phase began, rounded up: how many tokens may have come back.
+  auto refilled = [](std::chrono::steady_clock::time_point since) {
+    return static_cast<int>(std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count()) + 1;
+  };
   // Per API key: a burst beyond 30 is refused with Retry-After.
-  int refused = 0;
+  int accepted = 0, refused = 0;
   std::string retry_after;
+  const auto burst_start = std::chrono::steady_clock::now();
   for (int i = 0; i < 60; ++i) {
     auto r = a.call("GET", "/v1/sagas", "", globex_app_key);
     if (r.status == 429) {
@@ -68,15 +73,17 @@ TEST(RateLimits, BurstsGet429AndAHotAccountDoesNotSlowOthers) {
       EXPECT_EQ(r.json()["error"]["code"], "rate_limited");
     } else {
       EXPECT_EQ(r.status, 200);
+      ++accepted;
     }
   }
-  EXPECT_GE(refused, 20);
+  EXPECT_LE(accepted, 30 + refilled(burst_start));
+  EXPECT_GT(refused, 0);
   EXPECT_GE(std::stoi(retry_after.empty() ? "0" : retry_after), 1);
   // Per account: writes to one account beyond its 3-token burst are refused;
-  // writes to another account go through meanwhile.
+  // writes to other accounts go through meanwhile.
   EXPECT_EQ(a.post("/v1/accounts", {{"account_id", "hot"}}).status, 201);
-  EXPECT_EQ(a.post("/v1/accounts", {{"account_id", "calm"}}).status, 201);
   int hot_accepted = 0, hot_refused = 0, calm_accepted = 0;
+  const auto hot_start = std::chrono::steady_clock::now();
   for (int i = 0; i < 8; ++i) {
     auto hot = a.post("/v1/credits", {{"account_id", "hot"}, {"amount", 1}, {"biz_id", unique_id("h")}});
     (hot.status == 429 ? hot_refused : hot_accepted) += 1;
@@ -88,8 +95,8 @@ TEST(RateLimits, BurstsGet429AndAHotAccountDoesNotSlowOthers) {
       if (calm.status == 200 || calm.status == 202) ++calm_accepted;
     }
   }
-  EXPECT_LE(hot_accepted, 4);  // the burst, plus at most one refilled token
-  EXPECT_GE(hot_refused, 4);
+  EXPECT_LE(hot_accepted, 3 + refilled(hot_start));
+  EXPECT_GT(hot_refused, 0);
   EXPECT_EQ(calm_accepted, 3);
 }
 
