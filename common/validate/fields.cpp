@@ -65,7 +65,8 @@ bool only_fields(const nlohmann::json& j, std::initializer_list<std::string_view
     bool ok = false;
     for (auto a : allowed) ok = ok || it.key() == a;
     if (!ok) {
-      unknown = it.key();
+      // Callers test `unknown` for emptiness: a field named "" must not pass as none.
+      unknown = it.key().empty() ? "(empty name)" : it.key();
       return false;
     }
   }

@@ -47,6 +47,9 @@ TEST(OnlyFields, NamesTheFirstUnknownField) {
   EXPECT_TRUE(only_fields(json{{"a", 1}, {"b", 2}}, {"a", "b", "c"}, unknown));
   EXPECT_FALSE(only_fields(json{{"a", 1}, {"z", 2}}, {"a"}, unknown));
   EXPECT_EQ(unknown, "z");
+  // A field named "" is named too: callers test `unknown` for emptiness.
+  EXPECT_FALSE(only_fields(json{{"", 1}}, {"a"}, unknown));
+  EXPECT_FALSE(unknown.empty());
 }
 
 TEST(Canonical, LengthPrefixKeepsFieldBoundaries) {

@@ -126,6 +126,10 @@ TEST(Requests, BadWritesAreRefusedWithTheReason) {
   EXPECT_NE(refused_write(write_kind::transfer, R"({"from_account":"a","to_account":"a","amount":5,"biz_id":"t"})"),
             "accepted");
   EXPECT_EQ(refused_write(write_kind::open_account, R"({"account_id":"a","extra":1})"), "unknown field extra");
+  // Found by the fuzz target: a field named "" once passed as no unknown field at all.
+  EXPECT_NE(refused_write(write_kind::transfer, R"({"from_account":"","to_accountfromnt":"","":"","t/":"t"})"),
+            "accepted");
+  EXPECT_NE(refused_write(write_kind::credit, R"({"":1})"), "accepted");
   EXPECT_NE(refused_write(write_kind::open_account, R"({})"), "accepted");
 }
 
