@@ -27,8 +27,6 @@ class client_pool {
 
   // As client::async_request; `timeout` covers waiting for a connection too.
   boost::asio::awaitable<client_response> async_request(request req, std::chrono::milliseconds timeout);
-  const std::string& host() const { return host_; }
-  std::uint16_t port() const { return port_; }
 
  private:
   boost::asio::any_io_executor ex_;

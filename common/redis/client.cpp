@@ -72,6 +72,5 @@ asio::awaitable<reply> client::async_eval(const script& s, std::vector<std::stri
 }
 
 bool client::reachable() const { return impl_->reachable; }
-const client_options& client::options() const { return impl_->options; }
 
 }  // namespace tally::redis

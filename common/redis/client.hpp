@@ -47,7 +47,6 @@ class client {
                                            std::vector<std::string> args);
   // Whether the last round trip reached Redis.
   bool reachable() const;
-  const client_options& options() const;
 
  private:
   struct impl;

@@ -49,7 +49,6 @@ struct take_all_result {
 class local_limiter {
  public:
   take_all_result take_all(const std::vector<bucket_ref>& buckets, std::int64_t now_ms);
-  std::size_t size() const { return buckets_.size(); }
 
  private:
   void forget_idle(std::int64_t now_ms);

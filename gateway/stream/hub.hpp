@@ -22,7 +22,6 @@ class hub {
   void remove(const std::string& topic, subscriber* s);
   void publish(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame);
   bool has(const std::string& topic) const { return topics_.contains(topic); }
-  std::size_t topics() const { return topics_.size(); }
 
  private:
   std::unordered_map<std::string, std::unordered_set<subscriber*>> topics_;

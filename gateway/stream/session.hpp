@@ -38,7 +38,6 @@ class stream_service {
   ~stream_service();
   void accept(boost::beast::tcp_stream stream, http::request req);
   void close_all();
-  std::size_t sessions() const { return live_.size(); }
 
  private:
   friend class stream_session;
