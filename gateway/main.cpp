@@ -10,7 +10,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "common/config/config.hpp"
-#include "common/http/client_pool.hpp"
+#include "common/http/failover_pool.hpp"
 #include "common/http/server.hpp"
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
@@ -35,7 +35,7 @@ struct settings {
   std::string upstream_token;
   http::server_options listen{};
   http::server_options internal{};
-  sharding::shard_endpoint orchestrator{};
+  std::vector<http::upstream_endpoint> orchestrators;  // instances sharing one saga store
   std::string shards;
   std::size_t buckets = 1024;
   std::size_t orchestrator_connections = 512;
@@ -60,6 +60,21 @@ gateway::bucket_limit read_limit(const config::config& cfg, const std::string& n
   return l;
 }
 
+// `host:port[,host:port...]`: instances of the orchestrator, tried in turn.
+std::vector<http::upstream_endpoint> read_orchestrators(const std::string& list) {
+  std::string spec;
+  std::size_t n = 0;
+  for (std::size_t from = 0; from <= list.size();) {
+    const auto comma = std::min(list.find(',', from), list.size());
+    spec += (n ? ";o" : "o") + std::to_string(n) + "=" + list.substr(from, comma - from);
+    ++n;
+    from = comma + 1;
+  }
+  std::vector<http::upstream_endpoint> out;
+  for (const auto& e : required(sharding::parse_endpoints(spec), "orchestrator")) out.push_back({e.host, e.port});
+  return out;
+}
+
 settings read_settings(const config::config& cfg) {
   auto keys = cfg.get_string("api_keys", "");
   if (keys.empty())
@@ -77,9 +92,7 @@ settings read_settings(const config::config& cfg) {
   s.internal.address = cfg.get_string("internal.address", "127.0.0.1");
   s.internal.port = static_cast<std::uint16_t>(cfg.get_int("internal.port", 8081));
   s.internal.body_limit = static_cast<std::size_t>(cfg.get_int("internal.body_limit", 16 * 1024 * 1024));
-  s.orchestrator = required(sharding::parse_endpoints("orchestrator=" + cfg.get_string("orchestrator", "127.0.0.1:7001")),
-                            "orchestrator")
-                       .front();
+  s.orchestrators = read_orchestrators(cfg.get_string("orchestrator", "127.0.0.1:7001"));
   s.shards = cfg.get_string("shards", "");
   if (s.shards.empty()) throw std::runtime_error("shards is required, the orchestrator's routing (" + cfg.env_name("shards") + ")");
   s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
@@ -102,7 +115,7 @@ struct app : service::app {
         routes_(std::move(routes)),
         redis_(io.get_executor(), s_.redis),
         limiter_(redis_, s_.limits, metrics_),
-        orchestrator_(io.get_executor(), s_.orchestrator.host, s_.orchestrator.port, s_.orchestrator_connections),
+        orchestrator_(io.get_executor(), s_.orchestrators, s_.orchestrator_connections),
         streams_(hub_, s_.keys, redis_, metrics_, s_.stream) {
     for (const auto& e : routes_.shards())
       shards_.push_back(std::make_unique<http::client_pool>(io.get_executor(), e.host, e.port, s_.shard_connections));
@@ -140,7 +153,7 @@ struct app : service::app {
   metrics::registry metrics_;
   redis::client redis_;
   gateway::rate_limiter limiter_;
-  http::client_pool orchestrator_;
+  http::failover_pool orchestrator_;
   std::vector<std::unique_ptr<http::client_pool>> shards_;
   gateway::hub hub_;
   gateway::stream_service streams_;

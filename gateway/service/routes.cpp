@@ -179,7 +179,8 @@ class router {
 
   // Sends the request on with the internal token; passes the answer back
   // (status, body, Idempotent-Replayed), or 503 when nobody answered.
-  asio::awaitable<response> forward(const request& req, http::client_pool& to, std::string_view who_name,
+  template <class Upstream>  // http::client_pool or http::failover_pool
+  asio::awaitable<response> forward(const request& req, Upstream& to, std::string_view who_name,
                                     std::string path, std::string query, const read_params& params) {
     std::string target = std::move(path);
     if (!query.empty()) target.append(1, '?').append(query);

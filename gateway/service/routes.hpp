@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "common/http/client_pool.hpp"
+#include "common/http/failover_pool.hpp"
 #include "common/http/server.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/redis/client.hpp"
@@ -33,7 +33,7 @@ struct route_context {
   rate_limiter& limiter;
   redis::client& redis;
   hub& events;
-  http::client_pool& orchestrator;
+  http::failover_pool& orchestrator;  // one or more instances
   std::vector<std::unique_ptr<http::client_pool>>& shards;  // in routing order
   const sharding::routing_table& routes;
   std::string upstream_token;  // presented to the orchestrator and the shards

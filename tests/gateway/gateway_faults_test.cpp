@@ -1,7 +1,7 @@
 // The system through the gateway while parts of it fail: rate limits under
 // bursts, Redis killed and restarted empty, the relay killed between
 // delivering a batch and saving its cursor, two relays at once, the
-// orchestrator down. Real processes throughout.
+// orchestrator down (the only one, or one of two). Real processes throughout.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -244,6 +244,28 @@ TEST(OrchestratorFaults, WritesAre503WhileItIsDownAndRetrySafely) {
   auto retried = a.post("/v1/credits?wait_ms=5000", credit);
   EXPECT_EQ(retried.json()["state"], "completed") << retried.body;
   EXPECT_EQ(a.strong(id)["balance"], 55);
+}
+
+TEST(OrchestratorFaults, WithTwoInstancesWritesGoOnWhenOneIsKilled) {
+  stack_options two;
+  two.orchestrators = 2;
+  stack s(two);
+  api a(s);
+  const auto id = a.open_funded(50);
+  s.orchestrator(0).kill9();
+  s.orchestrator(0).wait_exit();  // a request it took before dying would be 503, unknown outcome
+  auto credited = a.post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("c")}});
+  EXPECT_EQ(credited.status, 200) << credited.body;
+  EXPECT_EQ(credited.json()["state"], "completed") << credited.body;
+  EXPECT_EQ(a.strong(id)["balance"], 55);
+  // And back to the first when the second is the one that is gone.
+  s.orchestrator(0).start();
+  ASSERT_TRUE(s.orchestrator(0).wait_ready());
+  s.orchestrator(1).kill9();
+  s.orchestrator(1).wait_exit();
+  auto again = a.post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 7}, {"biz_id", unique_id("c")}});
+  EXPECT_EQ(again.json()["state"], "completed") << again.body;
+  EXPECT_EQ(a.strong(id)["balance"], 62);
 }
 
 }  // namespace

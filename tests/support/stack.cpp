@@ -36,16 +36,21 @@ stack::stack(const stack_options& options) {
     shards_.back()->start();
   }
   for (auto& s : shards_) must_be_ready(*s, "a shard");
-  orchestrator_ = std::make_unique<orchestrator_process>(saga_db_, free_port(), routes_);
-  orchestrator_->start();
-  must_be_ready(*orchestrator_, "the orchestrator");
+  std::string orchestrator_list;
+  for (std::size_t i = 0; i < options.orchestrators; ++i) {
+    orchestrators_.push_back(std::make_unique<orchestrator_process>(saga_db_, free_port(), routes_));
+    orchestrators_.back()->start();
+    if (i) orchestrator_list += ',';
+    orchestrator_list += "127.0.0.1:" + std::to_string(orchestrators_.back()->port());
+  }
+  for (auto& o : orchestrators_) must_be_ready(*o, "an orchestrator");
 
   const std::string keys = "acme:app:" + digest::sha256_hex(acme_app_key) + ";acme:operator:" +
                            digest::sha256_hex(acme_operator_key) + ";globex:app:" +
                            digest::sha256_hex(globex_app_key) + ";globex:operator:" +
                            digest::sha256_hex(globex_operator_key);
   gateway_internal_port_ = free_port();
-  std::vector<std::string> gateway_args{"--orchestrator=127.0.0.1:" + std::to_string(orchestrator_->port()),
+  std::vector<std::string> gateway_args{"--orchestrator=" + orchestrator_list,
                                         "--internal.port=" + std::to_string(gateway_internal_port_),
                                         "--shards=" + routes_, "--redis.port=" + std::to_string(redis_.port()),
                                         "--api_keys=" + keys};

@@ -21,6 +21,7 @@ inline constexpr const char* globex_app_key = "test-key-globex-app";
 inline constexpr const char* globex_operator_key = "test-key-globex-operator";
 
 struct stack_options {
+  std::size_t orchestrators = 1;  // instances sharing the saga store, all known to the gateway
   std::vector<std::string> gateway_args;  // e.g. --limits.account_rate=5
   std::vector<std::string> relay_args;
   std::map<std::string, std::string> relay_env;  // e.g. TALLY_FAILPOINTS
@@ -37,7 +38,7 @@ class stack {
   std::uint16_t gateway_port() const { return gateway_->port(); }
   redis_process& redis() { return redis_; }
   shard_process& shard(std::size_t i) { return *shards_[i]; }
-  orchestrator_process& orchestrator() { return *orchestrator_; }
+  orchestrator_process& orchestrator(std::size_t i = 0) { return *orchestrators_[i]; }
   service_process& gateway() { return *gateway_; }
   service_process& relay() { return *relay_; }
   // Another relay over the same sources and sinks (not started).
@@ -55,7 +56,7 @@ class stack {
   std::uint16_t gateway_internal_port_ = 0;
   std::vector<std::string> relay_args_;
   std::vector<std::unique_ptr<shard_process>> shards_;
-  std::unique_ptr<orchestrator_process> orchestrator_;
+  std::vector<std::unique_ptr<orchestrator_process>> orchestrators_;
   std::unique_ptr<service_process> gateway_;
   std::unique_ptr<service_process> relay_;
 };
