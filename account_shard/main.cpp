@@ -71,7 +71,8 @@ settings read_settings(const config::config& cfg) {
   s.custom_plans = cfg.get_bool("database.custom_plans", true);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  s.holder = std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(s.listen.port);
+  s.holder = cfg.get_string("instance", std::string(host) + ":" + std::to_string(getpid()) + ":" +
+                                            std::to_string(s.listen.port));
   return s;
 }
 

@@ -6,7 +6,9 @@
 // a lease on, and takes over those of an instance that died.
 #include <unistd.h>
 
+#include <cstdio>
 #include <memory>
+#include <random>
 #include <string_view>
 #include <variant>
 
@@ -70,8 +72,14 @@ settings read_settings(const config::config& cfg) {
     throw std::runtime_error("database.pool must exceed database.save_connections by at least 2");
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  s.instance = cfg.get_string("instance", std::string(host) + ":" + std::to_string(getpid()) + ":" +
-                                              std::to_string(s.listen.port));
+  // The lease owner must name this process, not just its place: a restarted
+  // instance with the old name would find its predecessor's leases "alive"
+  // (it renews the same heartbeat row) and never drive those sagas. In a
+  // container host, pid and port repeat, so a random suffix is always added.
+  std::random_device entropy;
+  char incarnation[9];
+  std::snprintf(incarnation, sizeof incarnation, "%08x", entropy());
+  s.instance = cfg.get_string("instance", std::string(host) + ":" + std::to_string(s.listen.port)) + ":" + incarnation;
   return s;
 }
 

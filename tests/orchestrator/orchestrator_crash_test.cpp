@@ -1,7 +1,7 @@
 // The orchestrator killed at every step boundary of every saga type, then
 // restarted: every saga ends and every promise holds. Two instances under
 // load, one killed: the other finishes its sagas, and no step takes effect
-// twice.
+// twice. One restarted under its old name takes up what it held.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -130,6 +130,33 @@ TEST(OrchestratorCrash, TwoInstancesOneKilledUnderLoadTheOtherFinishesItsSagas) 
   auto text = metrics.call("GET", "/metrics", "", "").body;
   EXPECT_NE(text.find("tally_orch_sagas_claimed_total"), std::string::npos);
   EXPECT_EQ(text.find("tally_orch_sagas_claimed_total 0\n"), std::string::npos) << "B claimed nothing";
+}
+
+// In containers on the host network every incarnation has pid 1 and the same
+// port; a configured name repeats too. The restarted process must still
+// drive what its predecessor held (found by the chaos run: sagas waited for
+// ever, leased to a name whose heartbeat the successor kept renewing).
+TEST(OrchestratorCrash, RestartedUnderTheSameNameDrivesWhatItsPredecessorHeld) {
+  cluster c;
+  c.open("held-0", 100);
+  auto& a = c.start_orchestrator({}, {"--instance=the-only-one"});
+  http_client to_a(a.port());
+  auto held = post_saga(to_a, "deductions", {{"account_id", "held-0"}, {"amount", 30}, {"biz_id", "held-1"},
+                                             {"hold_timeout_ms", 1000}});
+  ASSERT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
+  const auto id = held.json()["saga_id"].get<std::string>();
+  a.kill9();
+  a.wait_exit();
+  a.start();
+  ASSERT_TRUE(a.wait_ready()) << a.log_path();
+  http_client again(a.port());
+  const auto state = [&] {
+    auto j = get_saga(again, id).json();
+    return j.is_object() ? j.value("state", "") : "";
+  };
+  EXPECT_TRUE(eventually([&] { return state() == "compensated"; }, 15s)) << state() << "; " << a.log_path();
+  auto problems = c.check_promises();
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
 }
 
 }  // namespace

@@ -1,0 +1,189 @@
+"""The promises of DESIGN.md checked on a snapshot of the quiesced system
+(tally_chaos.snapshot reads it) and on the clients' history. Pure: every
+check takes plain data and returns violations, so tests can feed it broken
+states."""
+from collections import defaultdict
+
+TERMINAL = {"completed", "failed", "compensated"}
+
+
+class Violation:
+    def __init__(self, promise, key, detail):
+        self.promise, self.key, self.detail = promise, key, detail
+
+    def __repr__(self):
+        return f"{self.promise}: {self.key}: {self.detail}"
+
+    def as_dict(self):
+        return {"promise": self.promise, "key": self.key, "detail": self.detail}
+
+
+def saga_effect(saga, sagas):
+    """What a saga moved, per account, once terminal: only a completed saga
+    moves anything. `sagas` resolves a refund's original."""
+    if saga["state"] != "completed":
+        return {}
+    i = saga["input"]
+    kind = saga["type"]
+    if kind == "credit":
+        return {i["account"]: i["amount"]}
+    if kind == "deduct":
+        return {i["account"]: -i["amount"]}
+    if kind == "transfer":
+        return {i["source"]: -i["amount"], i["destination"]: i["amount"]}
+    if kind == "batch_deduct":
+        return {item["account_id"]: -item["amount"] for item in i["items"]}
+    if kind == "refund":
+        original = sagas.get(i["original_saga_id"])
+        if original is None:
+            return {"?refund-of-unknown-original": i["amount"]}
+        o = original["input"]
+        if original["type"] == "transfer":
+            return {o["source"]: i["amount"], o["destination"]: -i["amount"]}
+        return {o["account"]: i["amount"]}
+    return {"?unknown-saga-type": 0}
+
+
+def expected_balances(sagas):
+    out = defaultdict(int)
+    for s in sagas.values():
+        for account, delta in saga_effect(s, sagas).items():
+            out[account] += delta
+    return out
+
+
+def op_total_bounds(history):
+    """The range the clients alone allow for the sum of all balances: what
+    they saw complete counts exactly, what they saw fail counts nothing, and an
+    operation whose end they did not see may or may not have happened."""
+    lo = hi = 0
+    for op in history:
+        effect = op.get("effect", 0)
+        if effect == 0:
+            continue
+        outcome = op.get("final_state")
+        if outcome == "completed":
+            lo += effect
+            hi += effect
+        elif outcome in ("failed", "compensated", "rejected"):
+            continue
+        else:
+            lo += min(0, effect)
+            hi += max(0, effect)
+    return lo, hi
+
+
+def check(snap, history):
+    v = []
+    sagas = snap["sagas"]
+    accounts = snap["accounts"]
+
+    # 5. Every saga terminates.
+    for sid, s in sorted(sagas.items()):
+        if s["state"] not in TERMINAL:
+            v.append(Violation("every_saga_terminal", sid, f"state {s['state']} ({s.get('attention') or ''})"))
+
+    # 1. No overdraft.
+    for a in accounts:
+        if a["balance"] < 0 or a["held"] < 0 or a["balance"] - a["held"] < 0:
+            v.append(Violation("nothing_negative", a["account_id"], f"balance {a['balance']} held {a['held']}"))
+
+    # 4. Conservation, exact: the balances are what the terminal sagas moved.
+    expected = expected_balances(sagas)
+    actual = defaultdict(int)
+    for a in accounts:
+        actual[a["account_id"]] += a["balance"]
+    total_expected, total_actual = sum(expected.values()), sum(actual.values())
+    if total_expected != total_actual:
+        v.append(Violation("conservation", "total", f"balances sum to {total_actual}, the sagas moved {total_expected}"))
+    for account in sorted(set(expected) | set(actual)):
+        if expected.get(account, 0) != actual.get(account, 0):
+            v.append(Violation("conservation", account,
+                               f"balance {actual.get(account, 0)}, completed sagas give {expected.get(account, 0)}"))
+    lo, hi = op_total_bounds(history)
+    if not lo <= total_actual <= hi:
+        v.append(Violation("conservation", "total-vs-clients",
+                           f"balances sum to {total_actual}, outside [{lo}, {hi}] the clients' outcomes allow"))
+
+    # 4. No value held for a terminal saga (all are terminal once quiesced).
+    for h in snap["open_holds"]:
+        saga = sagas.get(h["hold_id"])
+        if saga is None or saga["state"] in TERMINAL:
+            v.append(Violation("no_hold_for_terminal_saga", f"{h['account_id']}/{h['hold_id']}",
+                               f"{h['amount'] - h['captured']} still held, saga {saga['state'] if saga else 'unknown'}"))
+    for a in accounts:
+        if a["held"] != a.get("open_held", 0):
+            v.append(Violation("no_hold_for_terminal_saga", a["account_id"],
+                               f"held {a['held']} but open holds sum to {a.get('open_held', 0)}"))
+
+    # 2. One effect per business key: each saga's ledger entries (their
+    # biz_id is the saga id) move exactly what its outcome says.
+    for dupe in snap["ledger_dupes"]:
+        v.append(Violation("one_effect_per_key", dupe, "two ledger entries for one business key"))
+    for dupe in snap["saga_dupes"]:
+        v.append(Violation("one_effect_per_key", dupe, "two sagas for one (tenant, type, biz_id)"))
+    ledger = snap["ledger_by_saga"]  # {saga_id: {account: net delta}}
+    for sid, s in sorted(sagas.items()):
+        want = {k: d for k, d in saga_effect(s, sagas).items() if d}
+        got = {k: d for k, d in ledger.get(sid, {}).items() if d}
+        if want != got:
+            v.append(Violation("one_effect_per_key", sid, f"{s['type']} {s['state']}: ledger moved {got}, outcome says {want}"))
+    for sid in sorted(set(ledger) - set(sagas)):
+        if any(ledger[sid].values()):
+            v.append(Violation("one_effect_per_key", sid, f"ledger entries {ledger[sid]} of no saga"))
+    for op in history:
+        if op.get("conflict"):
+            v.append(Violation("one_effect_per_key", op["biz_id"], "422 idempotency_conflict for an unchanged request"))
+        if op.get("replay_mismatch"):
+            v.append(Violation("one_effect_per_key", op["biz_id"], op["replay_mismatch"]))
+
+    # Every acknowledged saga is present with the acknowledged outcome.
+    by_key = {(s["type"], s["biz_id"]): sid for sid, s in sagas.items()}
+    for op in history:
+        sid = op.get("saga_id")
+        if sid is None:
+            continue
+        s = sagas.get(sid)
+        if s is None:
+            v.append(Violation("acknowledged_saga_present", sid, f"{op['kind']} {op['biz_id']} acknowledged, not stored"))
+            continue
+        if op.get("saga_type") and by_key.get((op["saga_type"], op["biz_id"])) != sid:
+            v.append(Violation("acknowledged_saga_present", sid, f"{op['biz_id']} names another saga"))
+        acked = op.get("acked_state")
+        if acked in TERMINAL and s["state"] != acked:
+            v.append(Violation("acknowledged_saga_present", sid, f"acknowledged {acked}, stored {s['state']}"))
+
+    # 3. Balance equals its ledger, on every shard; reconciliation is clean.
+    for a in accounts:
+        if a["balance"] != a["ledger_sum"]:
+            v.append(Violation("balance_equals_ledger", a["account_id"],
+                               f"balance {a['balance']}, opening + entries {a['ledger_sum']}"))
+        if a["status"] != "active":
+            v.append(Violation("reconciliation_clean", a["account_id"], f"status {a['status']}"))
+    for r in snap["reconciliation"]:
+        if r["differences"] != 0:
+            v.append(Violation("reconciliation_clean", f"shard {r['shard']}", str(r["report"])[:300]))
+
+    # 6. Redis projections equal the ledgers and the saga store.
+    proj = snap["projections"]
+    for a in accounts:
+        doc = proj["accounts"].get(a["account_id"])
+        if doc is None:
+            v.append(Violation("projection_equals_ledger", a["account_id"], "no projection"))
+            continue
+        for f in ("balance", "held", "version", "status"):
+            if doc.get(f) != a[f]:
+                v.append(Violation("projection_equals_ledger", a["account_id"],
+                                   f"{f}: projection {doc.get(f)}, ledger {a[f]}"))
+                break
+    for sid, s in sorted(sagas.items()):
+        doc = proj["sagas"].get(sid)
+        if doc is None or doc.get("state") != s["state"]:
+            v.append(Violation("projection_equals_ledger", sid,
+                               f"saga projection {None if doc is None else doc.get('state')}, store {s['state']}"))
+
+    # 7. The relay delivered everything to every sink.
+    for b in snap["relay_backlog"]:
+        if b["behind"] != 0:
+            v.append(Violation("relay_delivery_complete", f"{b['source']}->{b['consumer']}", f"{b['behind']} events behind"))
+    return v

@@ -1,0 +1,78 @@
+"""The summary and the picture: throughput and the total balance over time,
+with every fault marked."""
+import json
+from collections import Counter
+
+
+def outcome_of(op):
+    if op.get("conflict"):
+        return "conflict"
+    if op.get("rejected"):
+        return f"rejected {op['rejected']}"
+    if op.get("unknown"):
+        return "unknown"
+    return op.get("final_state") or op.get("stored_state") or op.get("acked_state") or "pending"
+
+
+def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts):
+    by = Counter((op["kind"], outcome_of(op)) for op in history)  # the stored end where the client saw none
+    kinds = sorted({k for k, _ in by})
+    lines = [f"== chaos summary (seed {seed}, {duration_s:.0f} s of faults)", "operations by kind and outcome:"]
+    for k in kinds:
+        parts = ", ".join(f"{o} {n}" for (kk, o), n in sorted(by.items()) if kk == k)
+        lines.append(f"  {k:10s} {sum(n for (kk, _), n in by.items() if kk == k):6d}  ({parts})")
+    lines.append(f"  {'all':10s} {len(history):6d}")
+    counts = Counter(e["kind"] for e in faults)
+    lines.append(f"faults: {len(faults)} ({', '.join(f'{k} {n}' for k, n in sorted(counts.items()))}); "
+                 f"processes restarted: {restarts}")
+    lines.append(f"time to quiesce: {quiesce_s:.1f} s")
+    lines.append(f"violations: {len(violations)}")
+    for v in violations[:20]:
+        lines.append(f"  {v}")
+    if violations:
+        lines.append(f"first violating key: {violations[0].key} ({violations[0].promise}); seed {seed}")
+    return "\n".join(lines)
+
+
+def write_json(path, **parts):
+    with open(path, "w") as f:
+        json.dump(parts, f, indent=1, default=lambda o: o.as_dict() if hasattr(o, "as_dict") else str(o))
+
+
+def plot(path, history, faults, samples, t0, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    end = max([op["t1"] for op in history] + [s["t"] for s in samples] + [t0 + 1])
+    seconds = int(end - t0) + 1
+    done = [0] * seconds
+    unsure = [0] * seconds
+    for op in history:
+        i = int(op["t1"] - t0)
+        if 0 <= i < seconds:
+            (unsure if op.get("unknown") or op.get("rejected") else done)[i] += 1
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+    top.plot(range(seconds), done, lw=1, label="answered ops/s")
+    top.plot(range(seconds), unsure, lw=1, color="tab:red", label="unknown or rejected ops/s")
+    top.set_ylabel("operations / s")
+    top.set_title(title)
+    ts = [s["t"] - t0 for s in samples if s["total"] is not None]
+    bottom.plot(ts, [s["total"] for s in samples if s["total"] is not None], lw=1, label="Σ balance")
+    bottom.plot(ts, [s["held"] for s in samples if s["total"] is not None], lw=1, label="Σ held")
+    bottom.set_ylabel("units")
+    bottom.set_xlabel("seconds")
+    colours = {}
+    palette = plt.get_cmap("Dark2")
+    for e in faults:
+        c = colours.setdefault(e["kind"], palette(len(colours) % 10))
+        for ax in (top, bottom):
+            ax.axvline(e["t"] - t0, color=c, lw=0.8, alpha=0.7)
+    handles = [plt.Line2D([], [], color=c, label=k) for k, c in colours.items()]
+    top.legend(loc="upper right", fontsize=8)
+    bottom.legend(handles=bottom.get_legend_handles_labels()[0] + handles, fontsize=7, loc="lower right", ncol=2)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return True

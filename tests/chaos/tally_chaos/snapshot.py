@@ -1,0 +1,122 @@
+"""Reads what the checker needs from the authorities (each shard's and the
+orchestrator's PostgreSQL), from Redis and from the shards' reconciliation
+endpoint, for one tenant."""
+import json
+from collections import defaultdict
+
+import psycopg2
+import redis
+
+from tally_chaos.api import Client
+
+
+def connect(conninfo):
+    return psycopg2.connect(conninfo, connect_timeout=3)
+
+
+def query(conninfo, sql, params=()):
+    with connect(conninfo) as c, c.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    c.close()
+    return rows
+
+
+def relay_backlog(conninfo, consumers):
+    out = []
+    for consumer in consumers:
+        rows = query(conninfo,
+                     "SELECT count(*) FROM outbox_event e WHERE NOT EXISTS ("
+                     " SELECT 1 FROM relay_cursor c WHERE c.consumer = %s AND (e.tx_id, e.id) <= (c.tx_id, c.id))",
+                     (consumer,))
+        out.append({"consumer": consumer, "behind": rows[0][0]})
+    return out
+
+
+def take(cluster, tenant):
+    """cluster: shard_conninfos (list), saga_conninfo, redis (host, port),
+    shard_ports, internal_token, relay_consumers."""
+    snap = {"accounts": [], "open_holds": [], "ledger_dupes": [], "reconciliation": [], "relay_backlog": []}
+    ledger_by_saga = defaultdict(lambda: defaultdict(int))
+    for shard, conninfo in enumerate(cluster.shard_conninfos):
+        sums = dict(query(conninfo, "SELECT account_id, coalesce(sum(delta), 0) FROM ledger_entry WHERE tenant = %s"
+                                    " GROUP BY account_id", (tenant,)))
+        held = dict(query(conninfo, "SELECT account_id, sum(amount - captured) FROM hold WHERE tenant = %s"
+                                    " AND state = 'held' GROUP BY account_id", (tenant,)))
+        for account_id, balance, held_now, status, version in query(
+                conninfo, "SELECT account_id, balance, held, status, version FROM account WHERE tenant = %s", (tenant,)):
+            snap["accounts"].append({"shard": shard, "account_id": account_id, "balance": balance, "held": held_now,
+                                     "status": status, "version": version, "ledger_sum": int(sums.get(account_id, 0)),
+                                     "open_held": int(held.get(account_id, 0))})
+        for account_id, hold_id, amount, captured in query(
+                conninfo, "SELECT account_id, hold_id, amount, captured FROM hold WHERE tenant = %s AND state = 'held'",
+                (tenant,)):
+            snap["open_holds"].append({"shard": shard, "account_id": account_id, "hold_id": hold_id,
+                                       "amount": amount, "captured": captured})
+        for biz_id, account_id, delta in query(
+                conninfo, "SELECT biz_id, account_id, sum(delta) FROM ledger_entry WHERE tenant = %s"
+                          " GROUP BY biz_id, account_id", (tenant,)):
+            ledger_by_saga[biz_id][account_id] += int(delta)
+        for row in query(conninfo, "SELECT account_id, biz_type, biz_id FROM ledger_entry WHERE tenant = %s"
+                                   " GROUP BY 1, 2, 3 HAVING count(*) > 1", (tenant,)):
+            snap["ledger_dupes"].append(f"shard {shard}: " + "/".join(row))
+        rec = Client(cluster.shard_ports[shard], cluster.internal_token, timeout=30).get(
+            f"/v1/reconciliation?freeze=false")
+        if rec.status != 200:
+            snap["reconciliation"].append({"shard": shard, "differences": -1, "report": f"HTTP {rec.status}"})
+        else:
+            snap["reconciliation"].append({"shard": shard, "differences": rec.body["differences"],
+                                           "report": rec.body["accounts_with_differences"]})
+        for b in relay_backlog(conninfo, cluster.relay_consumers):
+            snap["relay_backlog"].append({"source": f"shard {shard}", **b})
+    snap["ledger_by_saga"] = {k: dict(v) for k, v in ledger_by_saga.items()}
+
+    snap["sagas"] = {}
+    for sid, kind, biz_id, state, inp, attention in query(
+            cluster.saga_conninfo, "SELECT saga_id, type, biz_id, state, input, attention FROM saga WHERE tenant = %s",
+            (tenant,)):
+        snap["sagas"][sid] = {"type": kind, "biz_id": biz_id, "state": state,
+                              "input": inp if isinstance(inp, dict) else json.loads(inp), "attention": attention}
+    snap["saga_dupes"] = ["/".join(r) for r in query(
+        cluster.saga_conninfo, "SELECT tenant, type, biz_id FROM saga GROUP BY 1, 2, 3 HAVING count(*) > 1")]
+    for b in relay_backlog(cluster.saga_conninfo, cluster.relay_consumers):
+        snap["relay_backlog"].append({"source": "orchestrator", **b})
+
+    r = redis.Redis(host=cluster.redis[0], port=cluster.redis[1], socket_timeout=5)
+    snap["projections"] = {"accounts": {}, "sagas": {}}
+    pipe = r.pipeline(transaction=False)
+    for a in snap["accounts"]:
+        pipe.hget(f"tally:account:{tenant}/{a['account_id']}", "doc")
+    for a, doc in zip(snap["accounts"], pipe.execute()):
+        snap["projections"]["accounts"][a["account_id"]] = json.loads(doc) if doc else None
+    ids = sorted(snap["sagas"])
+    for start in range(0, len(ids), 1000):
+        pipe = r.pipeline(transaction=False)
+        for sid in ids[start:start + 1000]:
+            pipe.hget(f"tally:saga:{tenant}/{sid}", "doc")
+        for sid, doc in zip(ids[start:start + 1000], pipe.execute()):
+            snap["projections"]["sagas"][sid] = json.loads(doc) if doc else None
+    return snap
+
+
+def unfinished(cluster, tenant):
+    """What still moves: sagas not terminal, events not yet delivered."""
+    rows = query(cluster.saga_conninfo, "SELECT count(*) FROM saga WHERE tenant = %s AND state NOT IN"
+                                        " ('completed', 'failed', 'compensated')", (tenant,))
+    behind = sum(b["behind"] for b in relay_backlog(cluster.saga_conninfo, cluster.relay_consumers))
+    for conninfo in cluster.shard_conninfos:
+        behind += sum(b["behind"] for b in relay_backlog(conninfo, cluster.relay_consumers))
+    return rows[0][0], behind
+
+
+def total_balance(cluster, tenant):
+    """(Σ balance, Σ held) over every shard, or None while one is unreachable."""
+    total = held = 0
+    try:
+        for conninfo in cluster.shard_conninfos:
+            b, h = query(conninfo, "SELECT coalesce(sum(balance), 0), coalesce(sum(held), 0) FROM account"
+                                   " WHERE tenant = %s", (tenant,))[0]
+            total, held = total + int(b), held + int(h)
+    except psycopg2.Error:
+        return None
+    return total, held

@@ -1,0 +1,116 @@
+"""Unit tests of the chaos checker: each promise's check finds a state that
+breaks it, and a consistent state passes."""
+import copy
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tally_chaos import checker  # noqa: E402
+
+
+def consistent():
+    """Two accounts: a credit of 100 to a, a transfer of 30 a→b, a failed
+    deduction, a refund of 10 of the transfer."""
+    sagas = {
+        "sg_c": {"type": "credit", "biz_id": "c1", "state": "completed", "input": {"account": "a", "amount": 100}},
+        "sg_t": {"type": "transfer", "biz_id": "t1", "state": "completed",
+                 "input": {"source": "a", "destination": "b", "amount": 30}},
+        "sg_d": {"type": "deduct", "biz_id": "d1", "state": "failed", "input": {"account": "b", "amount": 500}},
+        "sg_r": {"type": "refund", "biz_id": "r1", "state": "completed",
+                 "input": {"original_saga_id": "sg_t", "amount": 10}},
+    }
+    accounts = [
+        {"shard": 0, "account_id": "a", "balance": 80, "held": 0, "status": "active", "version": 4,
+         "ledger_sum": 80, "open_held": 0},
+        {"shard": 1, "account_id": "b", "balance": 20, "held": 0, "status": "active", "version": 3,
+         "ledger_sum": 20, "open_held": 0},
+    ]
+    return {
+        "sagas": sagas, "accounts": accounts, "open_holds": [], "ledger_dupes": [], "saga_dupes": [],
+        "ledger_by_saga": {"sg_c": {"a": 100}, "sg_t": {"a": -30, "b": 30}, "sg_r": {"a": 10, "b": -10},
+                           "sg_d": {"b": 0}},
+        "reconciliation": [{"shard": 0, "differences": 0, "report": []}, {"shard": 1, "differences": 0, "report": []}],
+        "projections": {"accounts": {a["account_id"]: {k: a[k] for k in ("balance", "held", "version", "status")}
+                                     for a in accounts},
+                        "sagas": {sid: {"state": s["state"]} for sid, s in sagas.items()}},
+        "relay_backlog": [{"source": "shard 0", "consumer": "projection", "behind": 0}],
+    }
+
+
+HISTORY = [
+    {"kind": "credit", "biz_id": "c1", "saga_id": "sg_c", "saga_type": "credit", "acked_state": "completed",
+     "final_state": "completed", "effect": 100},
+    {"kind": "deduct", "biz_id": "d1", "saga_id": "sg_d", "saga_type": "deduct", "acked_state": "failed",
+     "final_state": "failed", "effect": -500},
+    {"kind": "transfer", "biz_id": "t1", "saga_id": "sg_t", "saga_type": "transfer", "acked_state": "running",
+     "effect": 0},
+]
+
+
+class CheckerTest(unittest.TestCase):
+    def promises(self, snap, history=HISTORY):
+        return {v.promise for v in checker.check(snap, history)}
+
+    def test_a_consistent_state_passes(self):
+        self.assertEqual(checker.check(consistent(), HISTORY), [])
+
+    def test_a_unit_created_from_nothing_breaks_conservation(self):
+        s = consistent()
+        s["accounts"][1]["balance"] += 1
+        s["accounts"][1]["ledger_sum"] += 1
+        s["projections"]["accounts"]["b"]["balance"] += 1
+        self.assertEqual(self.promises(s), {"conservation"})
+
+    def test_a_saga_applied_twice_breaks_one_effect_per_key(self):
+        s = consistent()
+        s["ledger_by_saga"]["sg_c"] = {"a": 200}
+        self.assertIn("one_effect_per_key", self.promises(s))
+
+    def test_an_acknowledged_outcome_that_changed_is_found(self):
+        s = consistent()
+        s["sagas"]["sg_d"]["state"] = "compensated"
+        s["projections"]["sagas"]["sg_d"]["state"] = "compensated"
+        self.assertEqual(self.promises(s), {"acknowledged_saga_present"})
+
+    def test_an_acknowledged_saga_that_is_gone_is_found(self):
+        h = HISTORY + [{"kind": "credit", "biz_id": "c9", "saga_id": "sg_gone", "acked_state": "pending", "effect": 5}]
+        self.assertIn("acknowledged_saga_present", self.promises(consistent(), h))
+
+    def test_a_saga_left_running_and_a_hold_left_open_are_found(self):
+        s = consistent()
+        s["sagas"]["sg_t"]["state"] = "running"
+        s["projections"]["sagas"]["sg_t"]["state"] = "running"
+        s["open_holds"].append({"shard": 0, "account_id": "a", "hold_id": "sg_d", "amount": 5, "captured": 0})
+        p = self.promises(s)
+        self.assertIn("every_saga_terminal", p)
+        self.assertIn("no_hold_for_terminal_saga", p)
+
+    def test_balance_apart_from_its_ledger_and_a_stale_projection_are_found(self):
+        s = consistent()
+        s["accounts"][0]["ledger_sum"] = 79
+        s["projections"]["accounts"]["b"]["version"] = 2
+        p = self.promises(s)
+        self.assertIn("balance_equals_ledger", p)
+        self.assertIn("projection_equals_ledger", p)
+
+    def test_undelivered_events_and_a_reconciliation_difference_are_found(self):
+        s = consistent()
+        s["relay_backlog"][0]["behind"] = 3
+        s["reconciliation"][1] = {"shard": 1, "differences": 1, "report": ["b"]}
+        self.assertEqual(self.promises(s), {"relay_delivery_complete", "reconciliation_clean"})
+
+    def test_a_conflict_on_an_unchanged_request_is_a_violation(self):
+        h = HISTORY + [{"kind": "credit", "biz_id": "c1", "conflict": True, "effect": 0}]
+        self.assertEqual(self.promises(consistent(), h), {"one_effect_per_key"})
+
+    def test_the_clients_bound_the_total(self):
+        # The client saw the credit of 100 complete; a total below it is impossible.
+        s = copy.deepcopy(consistent())
+        h = [dict(HISTORY[0], effect=1000)]
+        self.assertIn("conservation", self.promises(s, h))
+
+
+if __name__ == "__main__":
+    unittest.main()
