@@ -28,4 +28,13 @@ inline std::string source_marker(std::string_view source) {
   return k;
 }
 
+// Present while the relay rebuilds a source's projections, holding that
+// rebuild's token: gone or changed means Redis was flushed or replaced
+// during the rebuild, whose earlier pages went to the lost state.
+inline std::string rebuild_key(std::string_view source) {
+  std::string k = "tally:projection-rebuild:";
+  k.append(source);
+  return k;
+}
+
 }  // namespace tally::projection

@@ -23,8 +23,6 @@ std::int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-constexpr std::size_t rebuild_page = 500;
-
 }  // namespace
 
 milliseconds backoff(std::size_t attempt, milliseconds min, milliseconds max) {
@@ -153,39 +151,63 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
 
 // Writes every object's current state to the sink, then marks it complete.
 // Writes go on meanwhile: events after the cursor are delivered next, and
-// the sink's version guards keep whichever state is newer.
+// the sink's version guards keep whichever state is newer. When the sink
+// loses its state again during the rebuild, the rebuild starts over.
 asio::awaitable<bool> pump::rebuild() {
   log::warn("relay rebuilding a sink from the source database",
             {{"source", reader_.source().name}, {"sink", sink_.name()}});
+  std::size_t failures = 0;
+  for (;;) {
+    const auto pass = co_await rebuild_pass(failures);
+    if (pass == rebuild_result::lost_source) co_return false;
+    if (pass == rebuild_result::stopped) co_return true;
+    if (pass == rebuild_result::done) break;
+    log::warn("relay rebuild started over: the sink lost its state during it",
+              {{"source", reader_.source().name}, {"sink", sink_.name()}});
+  }
+  rebuilds_.inc();
+  co_return true;
+}
+
+// Retries a sink call until it answers delivered or rebuild (or the pump stops).
+asio::awaitable<std::optional<delivery_status>> pump::until_answered(
+    std::size_t& failures, const std::function<asio::awaitable<delivery>()>& call) {
+  for (;;) {
+    if (stopping_) co_return std::nullopt;
+    auto d = co_await call();
+    if (d.status == delivery_status::delivered || d.status == delivery_status::rebuild) co_return d.status;
+    co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
+  }
+}
+
+asio::awaitable<pump::rebuild_result> pump::rebuild_pass(std::size_t& failures) {
+  const auto& source = reader_.source().name;
+  auto begun = co_await until_answered(failures, [&] { return sink_.async_begin_rebuild(source); });
+  if (!begun) co_return rebuild_result::stopped;
   std::vector<object_state> page;
   std::optional<object_state> last;
-  std::size_t objects = 0, failures = 0;
+  std::size_t objects = 0;
   for (;;) {
-    if (stopping_) co_return true;
-    if (auto err = co_await reader_.async_snapshot(last ? &*last : nullptr, rebuild_page, page)) {
+    if (stopping_) co_return rebuild_result::stopped;
+    failpoint::hit("relay_rebuild_page");
+    if (auto err = co_await reader_.async_snapshot(last ? &*last : nullptr, options_.rebuild_page, page)) {
       lose_source("reading objects for a rebuild", err);
-      co_return false;
+      co_return rebuild_result::lost_source;
     }
     if (!page.empty()) {
-      auto d = co_await sink_.async_restore(reader_.source().name, page);
-      if (d.status != delivery_status::delivered) {
-        co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
-        continue;  // the same page again
-      }
+      auto written = co_await until_answered(failures, [&] { return sink_.async_restore(source, page); });
+      if (!written) co_return rebuild_result::stopped;
+      if (*written == delivery_status::rebuild) co_return rebuild_result::again;
       objects += page.size();
       last = page.back();
     }
-    if (page.size() < rebuild_page) break;
+    if (page.size() < options_.rebuild_page) break;
   }
-  for (;;) {
-    if (stopping_) co_return true;
-    auto d = co_await sink_.async_finish_rebuild(reader_.source().name);
-    if (d.status == delivery_status::delivered) break;
-    co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
-  }
-  rebuilds_.inc();
-  log::info("relay rebuilt a sink", {{"source", reader_.source().name}, {"sink", sink_.name()}, {"objects", objects}});
-  co_return true;
+  auto finished = co_await until_answered(failures, [&] { return sink_.async_finish_rebuild(source); });
+  if (!finished) co_return rebuild_result::stopped;
+  if (*finished == delivery_status::rebuild) co_return rebuild_result::again;
+  log::info("relay rebuilt a sink", {{"source", source}, {"sink", sink_.name()}, {"objects", objects}});
+  co_return rebuild_result::done;
 }
 
 }  // namespace tally::relay

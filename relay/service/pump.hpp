@@ -6,7 +6,9 @@
 // exponential backoff, and rebuilds the sink when it lost its state.
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -28,6 +30,7 @@ struct pump_options {
   std::chrono::milliseconds retry_min{50};
   std::chrono::milliseconds retry_max{5000};
   std::chrono::milliseconds db_timeout{5000};
+  std::size_t rebuild_page = 500;  // objects per read and write of a rebuild
 };
 
 // Delay before retry number `attempt` (0-based): min · 2^attempt, capped.
@@ -46,7 +49,11 @@ class pump {
 
  private:
   boost::asio::awaitable<bool> deliver_until_stopped(cursor& at);
+  enum class rebuild_result { done, again, stopped, lost_source };
   boost::asio::awaitable<bool> rebuild();
+  boost::asio::awaitable<rebuild_result> rebuild_pass(std::size_t& failures);
+  boost::asio::awaitable<std::optional<delivery_status>> until_answered(
+      std::size_t& failures, const std::function<boost::asio::awaitable<delivery>()>& call);
   boost::asio::awaitable<void> pause(std::chrono::milliseconds d);
   void lose_source(const std::string& what, const pg::error& err);
 

@@ -10,20 +10,35 @@ namespace asio = boost::asio;
 
 namespace {
 
-// KEYS[1]: the source's marker; KEYS[2..]: objects. ARGV[1]: "deliver" or
-// "restore"; then each object's version and document in turn.
+// KEYS[1]: the source's marker ("deliver") or its rebuild key ("restore");
+// KEYS[2..]: objects. ARGV[1]: "deliver" or "restore", ARGV[2]: the
+// rebuild's token (restore); then each object's version and document in
+// turn. -1: the marker is missing; -2: the rebuild's token is gone.
 const redis::script apply_script(R"lua(
-if ARGV[1] == 'deliver' and redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[1] == 'deliver' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+elseif redis.call('GET', KEYS[1]) ~= ARGV[2] then
+  return -2
+end
 local applied = 0
 for i = 2, #KEYS do
-  local version = tonumber(ARGV[2 * i - 2])
+  local version = tonumber(ARGV[2 * i - 1])
   local current = tonumber(redis.call('HGET', KEYS[i], 'v') or '-1')
   if current < version then
-    redis.call('HSET', KEYS[i], 'v', ARGV[2 * i - 2], 'doc', ARGV[2 * i - 1])
+    redis.call('HSET', KEYS[i], 'v', ARGV[2 * i - 1], 'doc', ARGV[2 * i])
     applied = applied + 1
   end
 end
 return applied
+)lua");
+
+// KEYS[1]: the marker, KEYS[2]: the rebuild key; ARGV[1]: the token,
+// ARGV[2]: the marker's value. -2: the rebuild's token is gone.
+const redis::script finish_script(R"lua(
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -2 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
 )lua");
 
 std::string key_of(object_kind kind, const std::string& tenant, const std::string& id) {
@@ -36,6 +51,7 @@ delivery failed(const redis::reply& r) {
 
 }  // namespace
 
+asio::awaitable<delivery> sink::async_begin_rebuild(const std::string&) { co_return delivery{}; }
 asio::awaitable<delivery> sink::async_restore(const std::string&, std::span<const object_state>) {
   co_return delivery{};
 }
@@ -49,45 +65,57 @@ asio::awaitable<delivery> projection_sink::async_check(const std::string& source
   co_return delivery{};
 }
 
-asio::awaitable<delivery> projection_sink::async_apply(const std::string& source, bool restoring,
-                                                       std::vector<std::string> keys, std::vector<std::string> args) {
+asio::awaitable<delivery> projection_sink::async_apply(const std::string& source, std::vector<std::string> keys,
+                                                       std::vector<std::string> args) {
   auto r = co_await redis_.async_eval(apply_script, std::move(keys), std::move(args));
   if (!r.ok()) co_return failed(r);
-  if (!restoring && r.v.integer < 0) co_return delivery{delivery_status::rebuild, "projections of " + source + " are missing"};
+  if (r.v.integer == -1) co_return delivery{delivery_status::rebuild, "projections of " + source + " are missing"};
+  if (r.v.integer == -2) co_return delivery{delivery_status::rebuild, "Redis lost the rebuild of " + source};
   co_return delivery{};
 }
 
 asio::awaitable<delivery> projection_sink::async_deliver(const std::string& source,
                                                          std::span<const outbox_event> events) {
   std::vector<std::string> keys{projection::source_marker(source)};
-  std::vector<std::string> args{"deliver"};
+  std::vector<std::string> args{"deliver", ""};
   for (const auto& e : events) {
     if (e.doc.empty()) continue;
     keys.push_back(key_of(e.kind, e.tenant, e.object_id));
     args.push_back(std::to_string(e.version));
     args.push_back(e.doc);
   }
-  co_return co_await async_apply(source, false, std::move(keys), std::move(args));
+  co_return co_await async_apply(source, std::move(keys), std::move(args));
+}
+
+asio::awaitable<delivery> projection_sink::async_begin_rebuild(const std::string& source) {
+  auto token = std::to_string(random_());
+  auto r = co_await redis_.async_exec(redis::make_command("SET", projection::rebuild_key(source), token));
+  if (!r.ok()) co_return failed(r);
+  rebuilding_[source] = std::move(token);
+  co_return delivery{};
 }
 
 asio::awaitable<delivery> projection_sink::async_restore(const std::string& source,
                                                          std::span<const object_state> states) {
-  std::vector<std::string> keys{projection::source_marker(source)};
-  std::vector<std::string> args{"restore"};
+  std::vector<std::string> keys{projection::rebuild_key(source)};
+  std::vector<std::string> args{"restore", rebuilding_[source]};
   for (const auto& s : states) {
     keys.push_back(key_of(s.kind, s.tenant, s.object_id));
     args.push_back(std::to_string(s.version));
     args.push_back(s.doc);
   }
-  co_return co_await async_apply(source, true, std::move(keys), std::move(args));
+  co_return co_await async_apply(source, std::move(keys), std::move(args));
 }
 
 asio::awaitable<delivery> projection_sink::async_finish_rebuild(const std::string& source) {
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::system_clock::now().time_since_epoch());
-  auto r = co_await redis_.async_exec(redis::make_command("SET", projection::source_marker(source),
-                                                          std::to_string(now.count())));
+  std::vector<std::string> keys{projection::source_marker(source), projection::rebuild_key(source)};
+  std::vector<std::string> args{rebuilding_[source], std::to_string(now.count())};
+  auto r = co_await redis_.async_eval(finish_script, std::move(keys), std::move(args));
   if (!r.ok()) co_return failed(r);
+  if (r.v.integer == -2) co_return delivery{delivery_status::rebuild, "Redis lost the rebuild of " + source};
+  rebuilding_.erase(source);
   co_return delivery{};
 }
 

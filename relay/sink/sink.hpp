@@ -30,8 +30,11 @@ class sink {
   virtual std::string_view name() const = 0;
   virtual boost::asio::awaitable<delivery> async_deliver(const std::string& source,
                                                          std::span<const outbox_event> events) = 0;
-  // A rebuild: current object states, page by page, then the mark that the
-  // source's state is complete again. Only sinks that answer `rebuild` need them.
+  // A rebuild: begin, current object states page by page, then the mark that
+  // the source's state is complete again. Only sinks that answer `rebuild`
+  // need them. `rebuild` from a page or the finish: the sink lost its state
+  // again during the rebuild, which must start over.
+  virtual boost::asio::awaitable<delivery> async_begin_rebuild(const std::string& source);
   virtual boost::asio::awaitable<delivery> async_restore(const std::string& source,
                                                          std::span<const object_state> states);
   virtual boost::asio::awaitable<delivery> async_finish_rebuild(const std::string& source);

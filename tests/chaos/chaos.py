@@ -20,7 +20,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tally_chaos import checker, report, snapshot  # noqa: E402
 from tally_chaos.api import Client  # noqa: E402
-from tally_chaos.cluster import TENANT  # noqa: E402
 from tally_chaos.faults import Faults  # noqa: E402
 from tally_chaos.workload import Workload  # noqa: E402
 
@@ -43,7 +42,7 @@ def make_cluster(args):
 def sampler(cluster, samples, history, faults, stop, t0, every_s=1.0, progress_s=10.0):
     last = time.time()
     while not stop.wait(every_s):
-        totals = snapshot.total_balance(cluster, TENANT)
+        totals = snapshot.total_balance(cluster, cluster.layout.tenant)
         samples.append({"t": time.time(), "total": totals and totals[0], "held": totals and totals[1]})
         if time.time() - last >= progress_s:
             last = time.time()
@@ -63,7 +62,7 @@ def quiesce(cluster, deadline_s):
     cluster.wait_ready(max(1, end - time.time()))
     while time.time() < end:
         try:
-            if snapshot.unfinished(cluster, TENANT) == (0, 0):
+            if snapshot.unfinished(cluster, cluster.layout.tenant) == (0, 0):
                 break
         except Exception as e:  # a database still recovering
             log(f"quiesce: {e!r}")
@@ -127,7 +126,7 @@ def run(args, seed, cluster):
     # Projections and cursors settle last (a rebuild after Redis came back
     # empty): give them until the deadline before calling it a violation.
     while True:
-        snap = snapshot.take(cluster, TENANT)
+        snap = snapshot.take(cluster, cluster.layout.tenant)
         violations = checker.check(snap, history)
         settling = [v for v in violations if v.promise in ("projection_equals_ledger", "relay_delivery_complete")]
         if not settling or len(settling) != len(violations) or time.time() - t_end > args.quiesce_timeout:

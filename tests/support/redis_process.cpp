@@ -58,16 +58,25 @@ void redis_process::kill9() {
   pid_ = -1;
 }
 
-bool redis_process::ping() {
+namespace {
+
+// One inline command and an answer of exactly `expected.size()` bytes.
+bool answers(std::uint16_t port, const std::string& command, std::string_view expected) {
   asio::io_context io;
   asio::ip::tcp::socket s(io);
   boost::system::error_code ec;
-  s.connect({asio::ip::make_address("127.0.0.1"), port_}, ec);
+  s.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
   if (ec) return false;
-  asio::write(s, asio::buffer(std::string_view("PING\r\n")), ec);
-  char buf[7] = {};
+  asio::write(s, asio::buffer(command + "\r\n"), ec);
+  std::string buf(expected.size(), '\0');
   if (!ec) asio::read(s, asio::buffer(buf), ec);
-  return !ec && std::string_view(buf, 7) == "+PONG\r\n";
+  return !ec && buf == expected;
 }
+
+}  // namespace
+
+bool redis_process::ping() { return answers(port_, "PING", "+PONG\r\n"); }
+
+bool redis_process::exists(const std::string& key) { return answers(port_, "EXISTS " + key, ":1\r\n"); }
 
 }  // namespace tally::test

@@ -19,6 +19,7 @@ class redis_process {
   void start();
   void kill9();
   bool ping();
+  bool exists(const std::string& key);  // false also when the server does not answer
   std::uint16_t port() const { return port_; }
 
  private:

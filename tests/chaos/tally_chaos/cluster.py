@@ -17,10 +17,11 @@ def sha256(text):
 
 class Layout:
     def __init__(self, shard_ports, orchestrator_ports, relay_port, gateway_port, gateway_internal_port,
-                 redis_port, pg_ports, token=None, app_key=None, operator_key=None):
+                 redis_port, pg_ports, token=None, app_key=None, operator_key=None, tenant=TENANT):
         self.shard_ports, self.orchestrator_ports = shard_ports, orchestrator_ports
         self.relay_port, self.gateway_port, self.gateway_internal_port = relay_port, gateway_port, gateway_internal_port
         self.redis_port, self.pg_ports = redis_port, pg_ports  # pg_ports: one per shard, then the orchestrator's
+        self.tenant = tenant
         self.token = token or secrets.token_urlsafe(24)
         self.app_key = app_key or "tk_app_" + secrets.token_urlsafe(24)
         self.operator_key = operator_key or "tk_op_" + secrets.token_urlsafe(24)
@@ -32,7 +33,7 @@ class Layout:
         return ";".join(f"s{i}=127.0.0.1:{p}" for i, p in enumerate(self.shard_ports))
 
     def api_keys(self):
-        return f"{TENANT}:app:{sha256(self.app_key)};{TENANT}:operator:{sha256(self.operator_key)}"
+        return f"{self.tenant}:app:{sha256(self.app_key)};{self.tenant}:operator:{sha256(self.operator_key)}"
 
     def relay_sources(self):
         src = [{"name": f"s{i}", "kind": "shard", "conninfo": self.conninfo(i, "tally")}

@@ -1,0 +1,104 @@
+"""The system under docker-compose (compose.yaml, started by
+scripts/compose-up): faults are `docker kill` (then `docker start`, as an
+operator or a supervisor would), `docker kill -s STOP`/`CONT`, an immediate
+shutdown inside a PostgreSQL container, and crashes at failpoints, which the
+restart policy recovers by itself."""
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from tally_chaos.cluster import ClusterBase, Layout
+
+DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else shutil.which("docker")
+CONTAINERS = (["tally-pg-shard-0", "tally-pg-shard-1", "tally-pg-shard-2", "tally-pg-orchestrator", "tally-redis"]
+              + [f"tally-shard-{i}{s}" for i in range(3) for s in "ab"]
+              + ["tally-orchestrator-0", "tally-orchestrator-1", "tally-relay", "tally-gateway"])
+
+
+def docker(*args, check=False, timeout=60):
+    return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+class ComposeCluster(ClusterBase):
+    def __init__(self, root, compose_file, run_dir, log):
+        env = os.environ
+        layout = Layout(shard_ports=[27101, 27102, 27103], orchestrator_ports=[27001, 27002], relay_port=27301,
+                        gateway_port=28080, gateway_internal_port=28081, redis_port=26379,
+                        pg_ports=[25432, 25433, 25434, 25435], token=env["TALLY_INTERNAL_TOKEN"],
+                        app_key=env["TALLY_APP_KEY"], operator_key=env["TALLY_OPERATOR_KEY"],
+                        tenant=env.get("TALLY_TENANT", "demo"))
+        super().__init__(layout)
+        self.run_dir, self.log = run_dir, log
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.restarts = 0
+
+    def states(self):
+        out = docker("ps", "-a", "--filter", "name=tally-", "--format", "{{.Names}} {{.State}}").stdout.split("\n")
+        return dict(line.split(" ", 1) for line in out if " " in line)
+
+    def start(self):
+        missing = [c for c in CONTAINERS if c not in self.states()]
+        if missing:
+            raise RuntimeError(f"containers missing (run scripts/compose-up): {missing}")
+        self.wait_ready()
+        threading.Thread(target=self.supervise, daemon=True, name="supervisor").start()
+
+    def supervise(self):
+        """Starts what `docker kill` stopped; the restart policy brings back
+        what crashed by itself (a failpoint, an immediate shutdown)."""
+        while not self.stopping.wait(0.5):
+            with self.lock:
+                for name, state in self.states().items():
+                    if name in CONTAINERS and state == "exited":
+                        if docker("start", name).returncode == 0:
+                            self.restarts += 1
+                            self.log(f"supervisor: docker start {name}")
+
+    def stop(self):
+        self.stopping.set()
+        for name in CONTAINERS:
+            docker("kill", "-s", "CONT", name)
+            with open(os.path.join(self.run_dir, f"{name}.log"), "w") as f:
+                subprocess.run([DOCKER, "logs", name], stdout=f, stderr=subprocess.STDOUT, timeout=60)
+
+    def everything_running(self):
+        states = self.states()
+        return all(states.get(c) == "running" for c in CONTAINERS)
+
+    # -- faults ------------------------------------------------------------------
+    def active_container(self, shard):
+        name = self.active_instance(shard)
+        return f"tally-{name}" if name else None
+
+    def kill_shard_active(self, shard):
+        c = self.active_container(shard)
+        return c if c and docker("kill", c).returncode == 0 else None
+
+    def pause_shard_active(self, shard):
+        c = self.active_container(shard)
+        return c if c and docker("kill", "-s", "STOP", c).returncode == 0 else None
+
+    def resume_shard(self, shard):
+        for side in "ab":
+            docker("kill", "-s", "CONT", f"tally-shard-{shard}{side}")
+
+    def kill_orchestrator(self, i):
+        docker("kill", f"tally-orchestrator-{i}")
+
+    def kill_relay(self):
+        docker("kill", "tally-relay")
+
+    def restart_shard_postgres(self, shard):
+        # The server runs in the foreground: it ends, the container exits, and
+        # the restart policy starts it again (crash recovery).
+        docker("exec", f"tally-pg-shard-{shard}", "sh", "-c",
+               '/usr/lib/postgresql/15/bin/pg_ctl -D "$PGDATA" stop -m immediate', timeout=60)
+
+    def restart_redis_empty(self):
+        with self.lock:
+            docker("kill", "tally-redis")
+            time.sleep(0.5)
+            docker("start", "tally-redis", check=True)
