@@ -101,9 +101,8 @@ def main():
 def run(args, seed, cluster):
     L = cluster.layout
     api = Client(L.gateway_port, L.app_key, timeout=15)
-    operator = Client(L.gateway_port, L.operator_key, timeout=15)
     accounts = ["hot"] + [f"acct-{i:02d}" for i in range(args.accounts - 1)]
-    work = Workload(api, operator, accounts, seed, clients=args.clients)
+    work = Workload(api, accounts, seed, clients=args.clients)
     log(f"opening {len(accounts)} accounts with {len(accounts)} credits")
     work.open_accounts()
 

@@ -132,7 +132,6 @@ class LocalCluster(ClusterBase):
         if p is None:
             return None
         p.signal(signal.SIGSTOP)
-        self.paused = p
         return p.name
 
     def resume_shard(self, shard):

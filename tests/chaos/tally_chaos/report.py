@@ -24,7 +24,7 @@ def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts):
     lines.append(f"  {'all':10s} {len(history):6d}")
     counts = Counter(e["kind"] for e in faults)
     lines.append(f"faults: {len(faults)} ({', '.join(f'{k} {n}' for k, n in sorted(counts.items()))}); "
-                 f"processes restarted: {restarts}")
+                 f"restarted by the run's supervisor: {restarts}")
     lines.append(f"time to quiesce: {quiesce_s:.1f} s")
     lines.append(f"violations: {len(violations)}")
     for v in violations[:20]:

@@ -1,6 +1,6 @@
 """Reads what the checker needs from the authorities (each shard's and the
-orchestrator's PostgreSQL), from Redis and from the shards' reconciliation
-endpoint, for one tenant."""
+orchestrator's PostgreSQL), from Redis and from each shard's reconciliation
+(the operator endpoint of the gateway), for one tenant."""
 import json
 from collections import defaultdict
 
@@ -35,7 +35,7 @@ def relay_backlog(conninfo, consumers):
 
 def take(cluster, tenant):
     """cluster: shard_conninfos (list), saga_conninfo, redis (host, port),
-    shard_ports, internal_token, relay_consumers."""
+    layout (the gateway's port, the operator key), relay_consumers."""
     snap = {"accounts": [], "open_holds": [], "ledger_dupes": [], "reconciliation": [], "relay_backlog": []}
     ledger_by_saga = defaultdict(lambda: defaultdict(int))
     for shard, conninfo in enumerate(cluster.shard_conninfos):
@@ -60,8 +60,9 @@ def take(cluster, tenant):
         for row in query(conninfo, "SELECT account_id, biz_type, biz_id FROM ledger_entry WHERE tenant = %s"
                                    " GROUP BY 1, 2, 3 HAVING count(*) > 1", (tenant,)):
             snap["ledger_dupes"].append(f"shard {shard}: " + "/".join(row))
-        rec = Client(cluster.shard_ports[shard], cluster.internal_token, timeout=30).get(
-            f"/v1/reconciliation?freeze=false")
+        # As an operator sees it, through the gateway (which freezes what differs).
+        rec = Client(cluster.layout.gateway_port, cluster.layout.operator_key, timeout=30).get(
+            f"/v1/admin/reconciliation?shard={shard}")
         if rec.status != 200:
             snap["reconciliation"].append({"shard": shard, "differences": -1, "report": f"HTTP {rec.status}"})
         else:

@@ -39,8 +39,8 @@ class History:
 
 
 class Workload:
-    def __init__(self, api, operator, accounts, seed, clients=12, wait_ms=3000, resend_for_s=30.0):
-        self.api, self.operator = api, operator
+    def __init__(self, api, accounts, seed, clients=12, wait_ms=3000, resend_for_s=30.0):
+        self.api = api
         self.accounts = accounts        # accounts[0] is the hot one
         self.seed, self.clients, self.wait_ms, self.resend_for_s = seed, clients, wait_ms, resend_for_s
         self.history = History()
