@@ -143,7 +143,8 @@ def run(args, seed, cluster):
                           getattr(cluster, "restarts", 0))
     print(text, flush=True)
     report.write_json(os.path.join(args.out, "summary.json"), seed=seed, form=args.form, faults=faults.events,
-                      violations=violations, quiesce_s=quiesce_s, operations=len(history))
+                      violations=violations, quiesce_s=quiesce_s, operations=len(history), samples=samples,
+                      started=t0)
     with open(os.path.join(args.out, "history.jsonl"), "w") as f:
         for op in history:
             f.write(json.dumps(op) + "\n")

@@ -54,25 +54,31 @@ def plot(path, history, faults, samples, t0, title):
         i = int(op["t1"] - t0)
         if 0 <= i < seconds:
             (unsure if op.get("unknown") or op.get("rejected") else done)[i] += 1
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+    fig, (top, bottom, timeline) = plt.subplots(3, 1, figsize=(12, 8), sharex=True,
+                                                gridspec_kw={"height_ratios": [3, 3, 2]})
     top.plot(range(seconds), done, lw=1, label="answered ops/s")
     top.plot(range(seconds), unsure, lw=1, color="tab:red", label="unknown or rejected ops/s")
     top.set_ylabel("operations / s")
     top.set_title(title)
+    top.legend(loc="upper right", fontsize=8)
     ts = [s["t"] - t0 for s in samples if s["total"] is not None]
     bottom.plot(ts, [s["total"] for s in samples if s["total"] is not None], lw=1, label="Σ balance")
     bottom.plot(ts, [s["held"] for s in samples if s["total"] is not None], lw=1, label="Σ held")
     bottom.set_ylabel("units")
-    bottom.set_xlabel("seconds")
-    colours = {}
+    bottom.legend(loc="lower right", fontsize=8)
+    # Every fault on its kind's row, and as a faint line across the plots above.
+    kinds = sorted({e["kind"] for e in faults})
     palette = plt.get_cmap("Dark2")
-    for e in faults:
-        c = colours.setdefault(e["kind"], palette(len(colours) % 10))
-        for ax in (top, bottom):
-            ax.axvline(e["t"] - t0, color=c, lw=0.8, alpha=0.7)
-    handles = [plt.Line2D([], [], color=c, label=k) for k, c in colours.items()]
-    top.legend(loc="upper right", fontsize=8)
-    bottom.legend(handles=bottom.get_legend_handles_labels()[0] + handles, fontsize=7, loc="lower right", ncol=2)
+    for row, kind in enumerate(kinds):
+        at = [e["t"] - t0 for e in faults if e["kind"] == kind]
+        timeline.scatter(at, [row] * len(at), marker="|", s=120, color=palette(row % 8))
+        for x in at:
+            for ax in (top, bottom):
+                ax.axvline(x, color=palette(row % 8), lw=0.6, alpha=0.25 if len(faults) < 100 else 0.08)
+    timeline.set_yticks(range(len(kinds)), kinds, fontsize=8)
+    timeline.set_ylim(-0.5, len(kinds) - 0.5)
+    timeline.set_xlabel("seconds")
+    timeline.set_title(f"{len(faults)} faults", fontsize=9)
     fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return True
