@@ -56,6 +56,7 @@ class ClusterBase:
         self.shard_conninfos = [layout.conninfo(i, "tally") for i in range(self.shard_count)]
         self.saga_conninfo = layout.conninfo(self.shard_count, "tally")
         self.redis = ("127.0.0.1", layout.redis_port)
+        self.restarts = 0  # by the run's supervisor
 
     def ports_to_wait_for(self):
         return self.shard_ports + self.layout.orchestrator_ports + [self.layout.relay_port, self.layout.gateway_port]

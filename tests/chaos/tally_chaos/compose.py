@@ -22,7 +22,7 @@ def docker(*args, check=False, timeout=60):
 
 
 class ComposeCluster(ClusterBase):
-    def __init__(self, root, compose_file, run_dir, log):
+    def __init__(self, run_dir, log):
         env = os.environ
         layout = Layout(shard_ports=[27101, 27102, 27103], orchestrator_ports=[27001, 27002], relay_port=27301,
                         gateway_port=28080, gateway_internal_port=28081, redis_port=26379,
@@ -33,7 +33,6 @@ class ComposeCluster(ClusterBase):
         self.run_dir, self.log = run_dir, log
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.restarts = 0
 
     def states(self):
         out = docker("ps", "-a", "--filter", "name=tally-", "--format", "{{.Names}} {{.State}}").stdout.split("\n")
@@ -73,13 +72,16 @@ class ComposeCluster(ClusterBase):
         name = self.active_instance(shard)
         return f"tally-{name}" if name else None
 
-    def kill_shard_active(self, shard):
+    def signal_shard_active(self, shard, sig):
+        """Signals the shard's writer's container; its name, or None."""
         c = self.active_container(shard)
-        return c if c and docker("kill", c).returncode == 0 else None
+        return c if c and docker("kill", "-s", sig, c).returncode == 0 else None
+
+    def kill_shard_active(self, shard):
+        return self.signal_shard_active(shard, "KILL")
 
     def pause_shard_active(self, shard):
-        c = self.active_container(shard)
-        return c if c and docker("kill", "-s", "STOP", c).returncode == 0 else None
+        return self.signal_shard_active(shard, "STOP")
 
     def resume_shard(self, shard):
         for side in "ab":

@@ -89,9 +89,3 @@ class Faults:
         deadline = time.time() + self.pause_s + 5
         while self.paused and time.time() < deadline:
             time.sleep(0.1)
-
-    def counts(self):
-        out = {}
-        for e in self.events:
-            out[e["kind"]] = out.get(e["kind"], 0) + 1
-        return out

@@ -22,14 +22,12 @@ class Proc:
     def __init__(self, name, argv, env, log_path, restart=True):
         self.name, self.argv, self.env, self.log_path, self.restart = name, argv, env, log_path, restart
         self.p = None
-        self.starts = 0
 
     def start(self):
         log = open(self.log_path, "ab")
         self.p = subprocess.Popen(self.argv, env={**os.environ, **self.env}, stdout=log, stderr=log,
                                   stdin=subprocess.DEVNULL)
         log.close()
-        self.starts += 1
 
     def alive(self):
         return self.p is not None and self.p.poll() is None
@@ -50,7 +48,6 @@ class LocalCluster(ClusterBase):
         self.procs = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.restarts = 0
 
     def add(self, name, binary, args, env, restart=True):
         self.procs[name] = Proc(name, [os.path.join(self.bin, binary)] + args, env,
@@ -120,19 +117,19 @@ class LocalCluster(ClusterBase):
         return p if p is not None and p.alive() else None
 
     # -- faults ------------------------------------------------------------------
-    def kill_shard_active(self, shard):
+    def signal_shard_active(self, shard, sig):
+        """Signals the shard's writer; its name, or None when none runs."""
         p = self.active_proc(shard)
         if p is None:
             return None
-        p.signal(signal.SIGKILL)
+        p.signal(sig)
         return p.name
 
+    def kill_shard_active(self, shard):
+        return self.signal_shard_active(shard, signal.SIGKILL)
+
     def pause_shard_active(self, shard):
-        p = self.active_proc(shard)
-        if p is None:
-            return None
-        p.signal(signal.SIGSTOP)
-        return p.name
+        return self.signal_shard_active(shard, signal.SIGSTOP)
 
     def resume_shard(self, shard):
         for i in "ab":

@@ -17,14 +17,14 @@ class History:
     def __init__(self):
         self.lock = threading.Lock()
         self.ops = []
-        self.refundable = []   # (saga_id, amount) of completed deductions and transfers
+        self.refundable = []   # (saga_id, amount, kind) of completed deductions and transfers
         self.replayable = []   # ops answered with a saga, for idempotent replays
 
     def add(self, op):
         with self.lock:
             self.ops.append(op)
             if op.get("final_state") == "completed" and op["kind"] in ("deduct", "transfer"):
-                self.refundable.append((op["saga_id"], op["body"]["amount"]))
+                self.refundable.append((op["saga_id"], op["body"]["amount"], op["kind"]))
             if op.get("saga_id") and op["kind"] != "replay":
                 self.replayable.append(op)
 
@@ -151,13 +151,12 @@ class Workload:
             original = self.history.pick(rng, "refundable")
             if original is None:
                 return None
-            saga_id, amount = original
+            saga_id, amount, original_kind = original
             body = {"original_saga_id": saga_id, "amount": rng.randint(1, amount), "biz_id": biz}
             op = self.submit("/v1/refunds", body, kind)
             op["original"] = saga_id
             # A refund of a deduction adds value; of a transfer, moves it back.
-            deduction = saga_id in self.deduction_ids()
-            return self.record(op, body["amount"] if deduction else 0,
+            return self.record(op, body["amount"] if original_kind == "deduct" else 0,
                                self.settle(op) if op.get("saga_id") else None)
         if kind == "replay":
             first = self.history.pick(rng, "replayable")
@@ -172,10 +171,6 @@ class Workload:
             op["saga_id"] = None   # the first op carries the acknowledgement
             return self.record(op, 0)
         raise ValueError(kind)
-
-    def deduction_ids(self):
-        with self.history.lock:
-            return {o["saga_id"] for o in self.history.ops if o["kind"] in ("deduct", "held") and o.get("saga_id")}
 
     def decide(self, op, action):
         r = None
