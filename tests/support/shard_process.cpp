@@ -7,6 +7,10 @@
 #include <fcntl.h>
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -145,11 +149,41 @@ void service_process::start() {
   }
 }
 
+namespace {
+
+// Whether `pid` holds a listening IPv4 socket on `port`. Ports come from
+// free_port(), so another test process may have taken the same one first:
+// then its service answers /readyz on "our" port, and a test would talk to
+// the wrong one (seen once in CI: an account opened on another test's shard).
+bool listens_on(pid_t pid, std::uint16_t port) {
+  std::set<std::string> inodes;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+    fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    const auto colon = local.find(':');
+    if (state != "0A" || colon == std::string::npos) continue;  // 0A: LISTEN
+    if (std::stoul(local.substr(colon + 1), nullptr, 16) == port) inodes.insert("socket:[" + inode + "]");
+  }
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code link_ec;
+    if (inodes.count(std::filesystem::read_symlink(fd.path(), link_ec).string())) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool service_process::wait_ready(std::chrono::milliseconds deadline) {
   return eventually(
       [&] {
+        if (!running()) return false;
         http_client c(port_);
-        return c.call("GET", "/readyz", "", "").status == 200;
+        return c.call("GET", "/readyz", "", "").status == 200 && listens_on(pid_, port_);
       },
       deadline);
 }
