@@ -76,17 +76,6 @@ settings read_settings(const config::config& cfg) {
   return s;
 }
 
-// Every write statement is a key lookup joined against unnest() of the
-// batch's arrays. Left to itself, PostgreSQL may switch such a prepared
-// statement to a generic plan made while the tables were small (a scan) and
-// keep it as they grow: throughput then decays within minutes. Writers
-// always plan with the batch's actual arrays instead. The working set is in
-// memory, so a random page read costs about what a sequential one does;
-// with the default cost of 4 the planner hash-joins a batch of 50 keys
-// against a scan of every account.
-constexpr const char* writer_session_sql =
-    "SELECT set_config('plan_cache_mode', 'force_custom_plan', false), set_config('random_page_cost', '1.1', false)";
-
 pg::pool_options pool_options(const std::string& conninfo, std::size_t size, std::string session_sql) {
   pg::pool_options o;
   o.conninfo = conninfo;
@@ -101,7 +90,7 @@ struct app : service::app {
         s_(std::move(s)),
         lead_(io.get_executor(), s_.conninfo, s_.holder),
         writers_(io.get_executor(),
-                 pool_options(s_.conninfo, s_.commit.workers + 1, s_.custom_plans ? writer_session_sql : "")),
+                 pool_options(s_.conninfo, s_.commit.workers + 1, s_.custom_plans ? std::string(pg::batch_writer_session_sql) : "")),
         readers_(io.get_executor(), pool_options(s_.conninfo, s_.read_pool, "")),
         commits_(io.get_executor(), writers_, s_.commit, metrics_, [] { std::_Exit(exit_lost_writer); }),
         reads_(readers_, writers_, s_.commit.statement_timeout),

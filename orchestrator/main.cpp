@@ -101,6 +101,7 @@ struct app : service::app {
     pg::pool_options o;
     o.conninfo = s_.conninfo;
     o.max_size = s_.pool;
+    o.session_sql = pg::batch_writer_session_sql;
     return o;
   }
 

@@ -1,6 +1,7 @@
 #include "orchestrator/store/saga_store.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -21,44 +22,64 @@ namespace {
   "(extract(epoch FROM s.updated_at) * 1000)::bigint, (extract(epoch FROM s.deadline) * 1000)::bigint, "        \
   "(extract(epoch FROM s.wake_at) * 1000)::bigint, s.version"
 
-// Attempts of one write, as ten parallel arrays from parameter $first on.
-#define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j)                                              \
-  " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"          \
-  "  answered_at)"                                                                                              \
-  "  SELECT " saga ".saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"                    \
-  "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                      \
-  "  FROM " saga ", unnest(" a "::text[], " b "::int[], " c "::boolean[], " d "::int[], " e "::text[], " f      \
-  "::text[], " g "::bigint[], " h "::text[], " i "::text[], " j "::bigint[])"                                   \
-  "   AS a(step, item, undo, attempt, shard, command, sent, outcome, code, answered)"
+// The attempts of a round of writes, as eleven parallel arrays from
+// parameter $first on, joined to the sagas the statement wrote (`saga`).
+#define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j, k)                                            \
+  " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"        \
+  "  answered_at)"                                                                                            \
+  "  SELECT a.saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"                          \
+  "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                    \
+  "  FROM unnest(" a "::text[], " b "::text[], " c "::int[], " d "::boolean[], " e "::int[], " f "::text[], " \
+  g "::text[], " h "::bigint[], " i "::text[], " j "::text[], " k "::bigint[])"                               \
+  "   AS a(saga_id, step, item, undo, attempt, shard, command, sent, outcome, code, answered)"                \
+  "  JOIN " saga " USING (saga_id)"
 
+// One statement per round creates every new saga of the round: the rows
+// whose (tenant, type, biz_id) is free, with their first outbox event and
+// attempts. $1 is the lease owner, $2–$17 the sagas' columns.
 constexpr std::string_view sql_insert =
-    "WITH ins AS ("
+    "WITH w AS MATERIALIZED (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
+    "  $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[],"
+    "  $15::bigint[], $16::bigint[], $17::boolean[])"
+    "  AS w(saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,"
+    "   error_message, attention, created, deadline, wake, keep)),"
+    " ins AS ("
     " INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,"
     "  error_message, attention, created_at, updated_at, deadline, wake_at, lease_owner, version)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9::json, $10, $11, $12, to_timestamp($13::bigint / 1000.0),"
-    "  to_timestamp($13::bigint / 1000.0), to_timestamp($14::bigint / 1000.0), to_timestamp($15::bigint / 1000.0),"
-    "  $16, 1)"
+    " SELECT saga_id, tenant, type, biz_id, request_hash, workflow, input::jsonb, state, progress::json,"
+    "  error_code, error_message, attention, to_timestamp(created / 1000.0), to_timestamp(created / 1000.0),"
+    "  to_timestamp(deadline / 1000.0), to_timestamp(wake / 1000.0), CASE WHEN keep THEN $1 END, 1 FROM w"
     " ON CONFLICT (tenant, biz_id, type) DO NOTHING RETURNING tenant, saga_id),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
-    "  SELECT tenant, saga_id, 1, 'saga.state', $17::jsonb FROM ins),"
-    " st AS (" TALLY_ATTEMPTS_FROM("ins", "$18", "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27") ")"
+    "  SELECT ins.tenant, ins.saga_id, 1, 'saga.state', e.payload::jsonb"
+    "  FROM ins JOIN unnest($18::text[], $19::text[]) AS e(saga_id, payload) USING (saga_id)),"
+    " st AS (" TALLY_ATTEMPTS_FROM("ins", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28", "$29",
+                                   "$30") ")"
     " SELECT saga_id FROM ins";
-constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
+// One statement per round saves every other write of the round: a saga is
+// written only while this instance ($1) holds it at the version the write
+// names. An event is written where the payload is not NULL. $2 is now.
 constexpr std::string_view sql_save =
-    "WITH u AS ("
-    " UPDATE saga SET state = $3, progress = $4::json, error_code = $5, error_message = $6, attention = $7,"
-    "  updated_at = to_timestamp($8::bigint / 1000.0),"
-    "  wake_at = CASE WHEN $9::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM saga_action a"
-    "   WHERE a.saga_id = $1 AND a.status = 'pending') THEN to_timestamp($8::bigint / 1000.0)"
-    "   ELSE to_timestamp($9::bigint / 1000.0) END,"
-    "  lease_owner = CASE WHEN $10::boolean THEN lease_owner END, version = version + 1"
-    " WHERE saga_id = $1 AND version = $2 AND lease_owner = $11 RETURNING tenant, saga_id, version),"
+    "WITH w AS MATERIALIZED (SELECT * FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],"
+    "  $8::text[], $9::text[], $10::bigint[], $11::boolean[], $12::text[])"
+    "  AS w(saga_id, version, state, progress, error_code, error_message, attention, wake, keep, payload)),"
+    " u AS ("
+    " UPDATE saga s SET state = w.state, progress = w.progress::json, error_code = w.error_code,"
+    "  error_message = w.error_message, attention = w.attention, updated_at = to_timestamp($2::bigint / 1000.0),"
+    "  wake_at = CASE WHEN w.wake IS NOT NULL AND EXISTS (SELECT 1 FROM saga_action a"
+    "   WHERE a.saga_id = s.saga_id AND a.status = 'pending') THEN to_timestamp($2::bigint / 1000.0)"
+    "   ELSE to_timestamp(w.wake / 1000.0) END,"
+    "  lease_owner = CASE WHEN w.keep THEN s.lease_owner END, version = s.version + 1"
+    " FROM w WHERE s.saga_id = w.saga_id AND s.version = w.version AND s.lease_owner = $1"
+    " RETURNING s.tenant, s.saga_id, s.version),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
-    "  SELECT tenant, saga_id, version, 'saga.state', $12::jsonb FROM u WHERE $13::boolean),"
-    " st AS (" TALLY_ATTEMPTS_FROM("u", "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23")
+    "  SELECT u.tenant, u.saga_id, u.version, 'saga.state', w.payload::jsonb FROM u JOIN w USING (saga_id)"
+    "  WHERE w.payload IS NOT NULL),"
+    " st AS (" TALLY_ATTEMPTS_FROM("u", "$13", "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23")
     "  ON CONFLICT (saga_id, step, item, undo, attempt) DO UPDATE"
     "   SET outcome = EXCLUDED.outcome, code = EXCLUDED.code, answered_at = EXCLUDED.answered_at)"
-    " SELECT version FROM u";
+    " SELECT saga_id, version FROM u";
+constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
 constexpr std::string_view sql_claim =
     "UPDATE saga s SET lease_owner = $1, version = s.version + 1"
     " FROM (SELECT saga_id FROM saga WHERE wake_at <= to_timestamp($2::bigint / 1000.0)"
@@ -192,45 +213,106 @@ asio::awaitable<saga_store::create_result> saga_store::async_existing(std::strin
 
 namespace {
 
-// The ten attempt arrays of a write, in TALLY_ATTEMPTS_FROM's order. An
+// Column-wise text arrays, one element per row, in the shape unnest() takes.
+struct text_columns {
+  explicit text_columns(std::size_t n) : cols(n) {}
+  std::vector<std::vector<param>> cols;
+  void append_to(std::vector<param>& params) const {
+    for (const auto& c : cols) params.emplace_back(pg::array_literal(c));
+  }
+};
+
+// The attempts of the writes in TALLY_ATTEMPTS_FROM's eleven arrays. An
 // attempt recorded twice in one write (sent, then answered) is written
 // once, as last recorded: one statement may not upsert a row twice.
-void append_attempts(const std::vector<step_attempt>& all, std::vector<param>& params) {
-  std::vector<const step_attempt*> attempts;
-  for (const auto& a : all) {
-    auto same = [&](const step_attempt* b) {
-      return b->step == a.step && b->item == a.item && b->undo == a.undo && b->attempt == a.attempt;
-    };
-    auto it = std::find_if(attempts.begin(), attempts.end(), same);
-    if (it == attempts.end()) attempts.push_back(&a);
-    else *it = &a;
+void append_attempts(std::span<const saga_write* const> writes, std::vector<param>& params) {
+  text_columns c(11);
+  for (const auto* w : writes) {
+    std::vector<const step_attempt*> attempts;
+    for (const auto& a : w->attempts) {
+      auto same = [&](const step_attempt* b) {
+        return b->step == a.step && b->item == a.item && b->undo == a.undo && b->attempt == a.attempt;
+      };
+      auto it = std::find_if(attempts.begin(), attempts.end(), same);
+      if (it == attempts.end()) attempts.push_back(&a);
+      else *it = &a;
+    }
+    for (const auto* a : attempts) {
+      const param row[] = {w->s->id,
+                           a->step,
+                           std::to_string(a->item),
+                           boolean(a->undo),
+                           std::to_string(a->attempt),
+                           a->shard,
+                           a->command,
+                           ms_param(a->sent),
+                           a->outcome ? param{*a->outcome} : param{},
+                           opt_text(a->code),
+                           opt_ms(a->answered)};
+      for (std::size_t i = 0; i < c.cols.size(); ++i) c.cols[i].push_back(row[i]);
+    }
   }
-  std::vector<std::string> step, undo, shard, command;
-  std::vector<std::int64_t> item, attempt, sent;
-  std::vector<param> outcome, code, answered;
-  for (const auto* p : attempts) {
-    const auto& a = *p;
-    step.push_back(a.step);
-    item.push_back(static_cast<std::int64_t>(a.item));
-    undo.push_back(boolean(a.undo));
-    attempt.push_back(a.attempt);
-    shard.push_back(a.shard);
-    command.push_back(a.command);
-    sent.push_back(unix_ms(a.sent));
-    outcome.push_back(a.outcome ? param{*a.outcome} : param{});
-    code.push_back(opt_text(a.code));
-    answered.push_back(opt_ms(a.answered));
+  c.append_to(params);
+}
+
+param error_code_of(const saga& s) { return s.error ? param{s.error->code} : param{}; }
+param error_message_of(const saga& s) { return s.error ? param{s.error->message} : param{}; }
+// Where a terminal saga is written, nothing wakes it and nobody holds it.
+param wake_of(const saga& s) { return is_terminal(s.state) ? param{} : opt_ms(s.wake); }
+bool keeps_lease(const saga_write& w) { return w.keep_lease && !is_terminal(w.s->state); }
+
+std::vector<param> create_params(std::span<const saga_write* const> creates, const std::string& owner,
+                                 instant now) {
+  text_columns sagas(16), events(2);
+  for (const auto* w : creates) {
+    const auto& s = *w->s;
+    const param row[] = {s.id,
+                         s.tenant,
+                         std::string(to_string(*w->create)),
+                         s.biz_id,
+                         w->request_hash,
+                         s.workflow,
+                         input_to_json(s.input).dump(),
+                         std::string(to_string(s.state)),
+                         progress_to_json(s).dump(),
+                         error_code_of(s),
+                         error_message_of(s),
+                         opt_text(s.attention),
+                         ms_param(s.created),
+                         ms_param(s.deadline),
+                         wake_of(s),
+                         boolean(keeps_lease(*w))};
+    for (std::size_t i = 0; i < sagas.cols.size(); ++i) sagas.cols[i].push_back(row[i]);
+    events.cols[0].emplace_back(s.id);
+    events.cols[1].emplace_back(event_payload(s, now));
   }
-  params.push_back(pg::array_literal(step));
-  params.push_back(pg::array_literal(item));
-  params.push_back(pg::array_literal(undo));
-  params.push_back(pg::array_literal(attempt));
-  params.push_back(pg::array_literal(shard));
-  params.push_back(pg::array_literal(command));
-  params.push_back(pg::array_literal(sent));
-  params.push_back(pg::array_literal(outcome));
-  params.push_back(pg::array_literal(code));
-  params.push_back(pg::array_literal(answered));
+  std::vector<param> params{owner};
+  sagas.append_to(params);
+  events.append_to(params);
+  append_attempts(creates, params);
+  return params;
+}
+
+std::vector<param> save_params(std::span<const saga_write* const> saves, const std::string& owner, instant now) {
+  text_columns sagas(10);
+  for (const auto* w : saves) {
+    const auto& s = *w->s;
+    const param row[] = {s.id,
+                         std::to_string(w->version),
+                         std::string(to_string(s.state)),
+                         progress_to_json(s).dump(),
+                         error_code_of(s),
+                         error_message_of(s),
+                         opt_text(s.attention),
+                         wake_of(s),
+                         boolean(keeps_lease(*w)),
+                         w->state_changed ? param{event_payload(s, now)} : param{}};
+    for (std::size_t i = 0; i < sagas.cols.size(); ++i) sagas.cols[i].push_back(row[i]);
+  }
+  std::vector<param> params{owner, ms_param(now)};
+  sagas.append_to(params);
+  append_attempts(saves, params);
+  return params;
 }
 
 }  // namespace
@@ -240,29 +322,34 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
   if (writes.empty()) co_return out;
   pg::lease conn;
   if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
-  std::vector<pg::statement> st;
-  st.reserve(writes.size() + 2);
-  st.push_back({pg::sql_begin, {}});
-  for (const auto& w : writes) {
-    const auto& s = *w.s;
-    const bool terminal = is_terminal(s.state);
-    const bool keep = w.keep_lease && !terminal;
-    const auto wake = terminal ? param{} : opt_ms(s.wake);
-    const auto error_code = s.error ? param{s.error->code} : param{};
-    const auto error_message = s.error ? param{s.error->message} : param{};
-    std::vector<param> params;
-    if (w.create) {
-      params = {s.id, s.tenant, std::string(to_string(*w.create)), s.biz_id, w.request_hash, s.workflow,
-                input_to_json(s.input).dump(), std::string(to_string(s.state)), progress_to_json(s).dump(),
-                error_code, error_message, opt_text(s.attention), ms_param(s.created), ms_param(s.deadline), wake,
-                keep ? param{owner_} : param{}, event_payload(s, now)};
-    } else {
-      params = {s.id, std::to_string(w.version), std::string(to_string(s.state)), progress_to_json(s).dump(),
-                error_code, error_message, opt_text(s.attention), ms_param(now), wake, boolean(keep), owner_,
-                w.state_changed ? event_payload(s, now) : "{}", boolean(w.state_changed)};
-    }
-    append_attempts(w.attempts, params);
-    st.push_back({w.create ? sql_insert : sql_save, std::move(params)});
+  // A statement writes a saga at most once, so the n-th write of a saga in
+  // this batch goes in round n. Each round is one statement for the creates
+  // and one for the saves, in this order.
+  std::vector<std::size_t> round_of(writes.size());
+  {
+    std::unordered_map<std::string_view, std::size_t> seen;
+    for (std::size_t i = 0; i < writes.size(); ++i) round_of[i] = seen[writes[i].s->id]++;
+  }
+  const std::size_t rounds = *std::max_element(round_of.begin(), round_of.end()) + 1;
+  struct statement_of_round {
+    std::vector<std::size_t> writes;  // indexes into `writes`
+    std::size_t result = 0;           // its result's index
+  };
+  std::vector<statement_of_round> creates(rounds), saves(rounds);
+  for (std::size_t i = 0; i < writes.size(); ++i)
+    (writes[i].create ? creates : saves)[round_of[i]].writes.push_back(i);
+
+  std::vector<pg::statement> st{{pg::sql_begin, {}}};
+  auto add = [&](statement_of_round& r, std::string_view sql, auto make_params) {
+    if (r.writes.empty()) return;
+    std::vector<const saga_write*> ws;
+    for (auto i : r.writes) ws.push_back(&writes[i]);
+    r.result = st.size();
+    st.push_back({sql, make_params(std::span<const saga_write* const>(ws), owner_, now)});
+  };
+  for (std::size_t r = 0; r < rounds; ++r) {
+    add(creates[r], sql_insert, create_params);
+    add(saves[r], sql_save, save_params);
   }
   st.push_back({pg::sql_commit, {}});
   std::vector<pg::result> rs;
@@ -270,9 +357,20 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
     co_await pg::async_rollback(*conn, timeout_);
     co_return out;
   }
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    const auto& r = rs[i + 1];
-    out.versions.push_back(r.rows() != 1 ? 0 : writes[i].create ? 1 : r.int64(0, 0));
+  // Per write: 1 for a create that inserted its saga, the new version for
+  // a save that wrote, else 0.
+  out.versions.assign(writes.size(), 0);
+  for (std::size_t r = 0; r < rounds; ++r) {
+    for (const auto& [group, create] : {std::pair{&creates[r], true}, std::pair{&saves[r], false}}) {
+      if (group->writes.empty()) continue;
+      const auto& res = rs[group->result];
+      std::unordered_map<std::string_view, std::int64_t> written;
+      for (int row = 0; row < res.rows(); ++row) written[res.text(row, 0)] = create ? 1 : res.int64(row, 1);
+      for (auto i : group->writes) {
+        auto it = written.find(writes[i].s->id);
+        if (it != written.end()) out.versions[i] = it->second;
+      }
+    }
   }
   co_return out;
 }

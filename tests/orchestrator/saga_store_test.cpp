@@ -139,6 +139,57 @@ TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
   EXPECT_EQ(count("SELECT count(*) FROM outbox_event WHERE saga_id = 'sg_w'"), 2);
 }
 
+// A batch is written column-wise, a round of statements per write of the
+// same saga: every write gets its own answer, as if it went alone.
+TEST_F(SagaStore, OneBatchAnswersEveryWriteAsIfItWentAlone) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store store(pool, "a", 1s, 3s);
+    auto held = started("sg_held", "t-held");
+    auto created = co_await store.async_create(held, saga_type::transfer, "h", t0);
+    EXPECT_EQ(created.outcome, saga_store::created::inserted);
+
+    auto fresh = started("sg_fresh", "t-fresh");
+    auto taken = started("sg_taken", "t-held");   // the key of sg_held
+    auto twin_a = started("sg_twin_a", "t-twin");  // two new sagas with one key
+    auto twin_b = started("sg_twin_b", "t-twin");
+    auto after_hold = held;
+    engine_for("transfer").on_answer(after_hold, {0, 0, false}, ok(), t0 + 5ms);
+    const step_attempt hold_sent{"hold_source", 0, false, 1, "s0", R"({"type":"hold"})", t0, std::nullopt, "",
+                                 std::nullopt};
+    auto hold_answered = hold_sent;
+    hold_answered.outcome = "succeeded";
+    hold_answered.answered = t0 + 5ms;
+    std::vector<saga_write> batch{
+        {&fresh, 0, true, true, {hold_sent}, saga_type::transfer, "h"},
+        {&held, 1, false, true, {hold_sent}},
+        {&taken, 0, true, true, {hold_sent}, saga_type::transfer, "h"},
+        {&after_hold, 2, true, true, {hold_answered}},  // the second write of sg_held, on the first
+        {&twin_a, 0, true, true, {hold_sent}, saga_type::transfer, "h2"},
+        {&twin_b, 0, true, true, {hold_sent}, saga_type::transfer, "h2"},
+        {&after_hold, 2, true, true, {}},  // names a version the batch moved past
+    };
+    auto saved = co_await store.async_save(batch, t0 + 5ms);
+    EXPECT_FALSE(saved.error) << saved.error.message;
+    EXPECT_EQ(saved.versions, (std::vector<std::int64_t>{1, 2, 0, 3, 1, 0, 0}));
+
+    auto got = co_await store.async_get("sg_held");
+    EXPECT_EQ(got.sagas.size(), 1u);
+    if (!got.sagas.empty()) {
+      EXPECT_EQ(got.sagas[0].version, 3);
+      EXPECT_EQ(got.sagas[0].s.calls, after_hold.calls);
+    }
+  });
+  EXPECT_EQ(count("SELECT count(*) FROM saga"), 3);
+  EXPECT_EQ(count("SELECT count(*) FROM saga WHERE saga_id IN ('sg_taken', 'sg_twin_b')"), 0);
+  // Events: three creates, and the one save that changed the state.
+  EXPECT_EQ(count("SELECT count(*) FROM outbox_event"), 4);
+  EXPECT_EQ(count("SELECT count(*) FROM outbox_event WHERE saga_id = 'sg_held'"), 2);
+  // Attempts of the written sagas only; sg_held's hold answered by its second write.
+  EXPECT_EQ(count("SELECT count(*) FROM saga_step"), 3);
+  EXPECT_EQ(count("SELECT count(*) FROM saga_step WHERE saga_id = 'sg_held' AND outcome = 'succeeded'"), 1);
+}
+
 TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
   run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     pg::pool pool(io.get_executor(), options());
