@@ -66,6 +66,7 @@ settings read_settings(const config::config& cfg) {
   s.pump.batch = static_cast<std::size_t>(cfg.get_int("batch", 500));
   s.pump.idle_poll_max = milliseconds(cfg.get_int("idle_poll_max_ms", 50));
   s.pump.standby_poll = milliseconds(cfg.get_int("standby_poll_ms", 500));
+  s.pump.horizon_scan = milliseconds(cfg.get_int("horizon_scan_ms", 100));
   s.pump.retry_max = milliseconds(cfg.get_int("retry_max_ms", 5000));
   s.pump.rebuild_page = static_cast<std::size_t>(cfg.get_int("rebuild_page", 500));
   if (s.pump.rebuild_page == 0) throw std::runtime_error("rebuild_page must be at least 1");

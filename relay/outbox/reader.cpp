@@ -10,26 +10,42 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr std::string_view sql_lock = "SELECT pg_try_advisory_lock(hashtextextended('tally.relay:' || $1, 0))";
+// The consumer's lock, and a session whose commits (the cursor's saves) do
+// not wait for the WAL flush: a cursor lost to a server crash is an older
+// one, from which the events since are delivered again, and every sink
+// applies an event once however often it comes.
+constexpr std::string_view sql_lock =
+    "SELECT pg_try_advisory_lock(hashtextextended('tally.relay:' || $1, 0)),"
+    " set_config('synchronous_commit', 'off', false)";
 constexpr std::string_view sql_load = "SELECT tx_id::text, id FROM relay_cursor WHERE consumer = $1";
 constexpr std::string_view sql_save =
     "INSERT INTO relay_cursor (consumer, tx_id, id) VALUES ($1, $2::xid8, $3)"
     " ON CONFLICT (consumer) DO UPDATE SET tx_id = EXCLUDED.tx_id, id = EXCLUDED.id, updated_at = now()";
 // The commit-safe horizon: every transaction of this database below it has
-// ended. It is the oldest transaction still running here (each holds the
-// lock on its own id; pg_locks and pg_stat_activity's pid and datname are
-// readable by any role), else the first id not yet assigned. Only this
-// database counts, so a long transaction in another database on the same
-// server does not hold delivery back. Kept in a session setting for the
-// next statement, which runs on a later snapshot: a transaction that ended
-// after this one looked has committed (or not) by then.
-constexpr std::string_view sql_horizon =
+// ended. Kept in a session setting for the next statement, which runs on a
+// later snapshot: a transaction that ended after this one looked has
+// committed (or not) by then. Two ways to find one:
+// - The scan: the oldest transaction still running in this database (each
+//   holds the lock on its own id; pg_locks and pg_stat_activity's pid and
+//   datname are readable by any role), else the first id not yet assigned.
+//   Only this database counts, so a long transaction in another database
+//   on the same server does not hold delivery back; but reading pg_locks
+//   and pg_stat_activity costs the server about half a millisecond.
+// - The snapshot's xmin: the oldest transaction running on the whole
+//   server, nearly free. It also lies below every transaction of this
+//   database still running, so it is safe too, and so is any horizon found
+//   before ($1): transaction ids only grow. Only a long transaction in
+//   another database holds it back, until the next scan.
+constexpr std::string_view sql_horizon_scan =
     "WITH s AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax),"
     " r AS (SELECT l.transactionid::text::bigint AS x FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
     "  WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND a.datname = current_database())"
     " SELECT set_config('tally.relay_horizon', (s.xmax - coalesce(max(d.delta), 0))::text, false)"
     " FROM s LEFT JOIN LATERAL (SELECT ((s.xmax % 4294967296) - r.x + 4294967296) % 4294967296 AS delta FROM r) d"
     "  ON d.delta BETWEEN 1 AND 2147483648 GROUP BY s.xmax";
+constexpr std::string_view sql_horizon_xmin =
+    "SELECT set_config('tally.relay_horizon', greatest(pg_snapshot_xmin(pg_current_snapshot()), $1::xid8)::text,"
+    " false)";
 #define TALLY_OUTBOX_AFTER(object, version)                                                          \
   "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version ", event_type, payload::text," \
   " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                         \
@@ -49,8 +65,12 @@ constexpr std::string_view sql_sagas =
 }  // namespace
 
 outbox_reader::outbox_reader(asio::any_io_executor ex, source_config source, std::string consumer,
-                             std::chrono::milliseconds timeout)
-    : source_(std::move(source)), consumer_(std::move(consumer)), timeout_(timeout), conn_(std::move(ex)) {}
+                             std::chrono::milliseconds timeout, std::chrono::milliseconds horizon_scan)
+    : source_(std::move(source)),
+      consumer_(std::move(consumer)),
+      timeout_(timeout),
+      horizon_scan_(horizon_scan),
+      conn_(std::move(ex)) {}
 
 asio::awaitable<pg::error> outbox_reader::async_take_lock(bool& holder) {
   holder = false;
@@ -84,12 +104,18 @@ asio::awaitable<pg::error> outbox_reader::async_next(const cursor& from, std::si
                                                      std::vector<outbox_event>& out) {
   out.clear();
   const bool shard = source_.kind == source_kind::shard;
+  const auto now = std::chrono::steady_clock::now();
+  const bool scan = scanned_horizon_.empty() || now - scanned_at_ >= horizon_scan_;
   const std::vector<pg::statement> statements{
-      {sql_horizon, {}},
+      scan ? pg::statement{sql_horizon_scan, {}} : pg::statement{sql_horizon_xmin, {scanned_horizon_}},
       {shard ? sql_next_shard : sql_next_saga, {from.tx_id, std::to_string(from.id), std::to_string(limit)}}};
   std::vector<pg::result> results;
   auto err = co_await conn_.async_pipeline(statements, results, timeout_);
   if (err) co_return err;
+  if (scan) {
+    scanned_horizon_ = results[0].text(0, 0);
+    scanned_at_ = now;
+  }
   const auto& r = results[1];
   const auto kind = shard ? object_kind::account : object_kind::saga;
   out.reserve(static_cast<std::size_t>(r.rows()));

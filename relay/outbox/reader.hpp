@@ -28,13 +28,21 @@ struct object_state {
 
 class outbox_reader {
  public:
+  // `horizon_scan`: how often the commit-safe horizon is found by a scan
+  // of this database's running transactions; in between, the server-wide
+  // snapshot's xmin (nearly free) moves it on (see reader.cpp).
   outbox_reader(boost::asio::any_io_executor ex, source_config source, std::string consumer,
-                std::chrono::milliseconds timeout);
+                std::chrono::milliseconds timeout, std::chrono::milliseconds horizon_scan);
 
   const source_config& source() const { return source_; }
   const std::string& consumer() const { return consumer_; }
   bool is_open() const { return conn_.is_open(); }
-  void close() { conn_.close(); }
+  // A scanned horizon is forgotten with the connection: a server that
+  // restarts after a crash may hand out again ids it never made durable.
+  void close() {
+    conn_.close();
+    scanned_horizon_.clear();
+  }
 
   // Connects and tries to take the consumer's lock; `holder` tells whether
   // this reader now holds it. Losing the connection loses the lock.
@@ -52,6 +60,9 @@ class outbox_reader {
   source_config source_;
   std::string consumer_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds horizon_scan_;
+  std::string scanned_horizon_;  // the last scan's horizon, a transaction id
+  std::chrono::steady_clock::time_point scanned_at_{};
   pg::connection conn_;
 };
 

@@ -33,7 +33,7 @@ milliseconds backoff(std::size_t attempt, milliseconds min, milliseconds max) {
 
 pump::pump(asio::any_io_executor ex, source_config source, sink& target, metrics::registry& metrics,
            pump_options options)
-    : reader_(ex, source, std::string(target.name()), options.db_timeout),
+    : reader_(ex, source, std::string(target.name()), options.db_timeout, options.horizon_scan),
       sink_(target),
       options_(options),
       timer_(ex),

@@ -26,6 +26,42 @@ postgres_cpu_seconds() {
   echo "$sum"
 }
 
+# wait_set_up PROGRESS: waits (up to 2 minutes) until the load generator's
+# progress file says the accounts are opened and funded, so that what is
+# measured next leaves the setup out.
+wait_set_up() {
+  local _
+  for _ in $(seq 1200); do
+    grep -q 'opened and funded' "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# statements_reset DB... and statements_report DB...: with
+# TALLY_PG_STATEMENTS=1 (see servers.sh), the statements that cost the most
+# in each database between the two; else nothing.
+statements_reset() {
+  [[ ${TALLY_PG_STATEMENTS:-0} == 1 ]] || return 0
+  local db
+  for db in "$@"; do
+    psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -d "$db" \
+      -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
+  done
+}
+statements_report() {
+  [[ ${TALLY_PG_STATEMENTS:-0} == 1 ]] || return 0
+  local db
+  for db in "$@"; do
+    echo "== $db"
+    psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -d "$db" -c "
+      SELECT calls, round(total_exec_time) AS exec_ms, round(total_plan_time) AS plan_ms, rows,
+             left(regexp_replace(query, '\s+', ' ', 'g'), 120) AS query
+      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+      ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"
+  done
+}
+
 # Peak resident memory of a process, in kB.
 peak_rss_kb() {
   awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"

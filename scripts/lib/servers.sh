@@ -10,6 +10,8 @@
 # cleanup; a DIR given by the caller is left in place. PostgreSQL refuses to
 # run as root, so when called as root the cluster belongs to the `postgres`
 # user, and DIR must be reachable by it (anywhere under /tmp is).
+# With TALLY_PG_STATEMENTS=1 the cluster loads pg_stat_statements (planning
+# tracked too), for the benchmarks' statement reports.
 
 TALLY_PG_BIN=${TALLY_PG_BIN:-/usr/lib/postgresql/15/bin}
 
@@ -94,6 +96,10 @@ log_min_messages = warning
 log_line_prefix = '%m [%p] '
 include 'tally_port.conf'
 CONF
+  if [[ ${TALLY_PG_STATEMENTS:-0} == 1 ]]; then
+    printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track_planning = on\n" |
+      _tally_as_pg tee -a "$dir/postgresql.conf" >/dev/null
+  fi
 
   local attempt port
   for attempt in 1 2 3 4 5; do

@@ -51,7 +51,7 @@ class RelayOrder : public ::testing::Test {
   std::vector<std::string> read() {
     std::vector<std::string> ids;
     test::run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-      outbox_reader reader(io.get_executor(), {"s0", source_kind::shard, db_}, "projection", 5s);
+      outbox_reader reader(io.get_executor(), {"s0", source_kind::shard, db_}, "projection", 5s, 100ms);
       bool holder = false;
       auto err = co_await reader.async_take_lock(holder);
       EXPECT_FALSE(err) << err.message;
@@ -94,6 +94,60 @@ TEST_F(RelayOrder, TransactionsInOtherDatabasesDoNotHoldDeliveryBack) {
   writer.exec(event_sql("here"));
   EXPECT_EQ(read(), std::vector<std::string>{"here"});
   other.exec("ROLLBACK");
+}
+
+// Between scans one reader moves on by the server-wide snapshot's xmin: it
+// still waits for an older transaction of its own database, and it waits
+// for one in another database too, until its next scan.
+TEST_F(RelayOrder, BetweenScansTheServerWideHorizonIsSafeAndMovesOn) {
+  const auto other_db = test::create_database("relay_other");
+  session older(db_), writer(db_), other(other_db);
+  other.exec("CREATE TABLE t (x int)");
+  test::run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    // One scan at the first read, none after.
+    outbox_reader reader(io.get_executor(), {"s0", source_kind::shard, db_}, "projection", 5s, 1h);
+    bool holder = false;
+    auto err = co_await reader.async_take_lock(holder);
+    EXPECT_FALSE(err) << err.message;
+    cursor at;
+    std::vector<outbox_event> events;
+    std::vector<std::string> seen;
+    auto next = [&]() -> asio::awaitable<std::vector<std::string>> {
+      std::vector<std::string> ids;
+      auto e = co_await reader.async_next(at, 100, events);
+      EXPECT_FALSE(e) << e.message;
+      for (const auto& ev : events) ids.push_back(ev.object_id);
+      if (!events.empty()) at = cursor{events.back().tx_id, events.back().id};
+      co_return ids;
+    };
+    seen = co_await next();  // the scan
+    EXPECT_TRUE(seen.empty());
+
+    writer.exec(event_sql("a"));
+    seen = co_await next();
+    EXPECT_EQ(seen, std::vector<std::string>{"a"});
+
+    older.exec("BEGIN");
+    older.exec(event_sql("b"));
+    writer.exec(event_sql("c"));
+    seen = co_await next();
+    EXPECT_TRUE(seen.empty());
+    older.exec("COMMIT");
+    seen = co_await next();
+    EXPECT_EQ(seen, (std::vector<std::string>{"b", "c"}));
+
+    other.exec("BEGIN");
+    other.exec("INSERT INTO t VALUES (1)");
+    writer.exec(event_sql("d"));
+    seen = co_await next();
+    EXPECT_TRUE(seen.empty());  // no scan until an hour has passed
+    reader.close();             // a new connection scans again
+    err = co_await reader.async_take_lock(holder);
+    EXPECT_FALSE(err) << err.message;
+    seen = co_await next();
+    EXPECT_EQ(seen, std::vector<std::string>{"d"});
+    other.exec("ROLLBACK");
+  });
 }
 
 }  // namespace
