@@ -155,9 +155,9 @@ class router {
   }
 
   // /v1/a/b → /v1/tenants/{t}/a/b, from path segment `from` on.
-  static std::string tenant_path(const principal& who, const std::vector<std::string_view>& p, std::size_t from) {
+  static std::string tenant_path(const principal& who, const std::vector<std::string>& p, std::size_t from) {
     std::string out = "/v1/tenants/" + who.tenant;
-    for (auto i = from; i < p.size(); ++i) out.append(1, '/').append(p[i]);
+    for (auto i = from; i < p.size(); ++i) out.append(1, '/').append(http::encoded_segment(p[i]));
     return out;
   }
 

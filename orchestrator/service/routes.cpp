@@ -200,7 +200,7 @@ class router {
     if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto biz = http::query_param(query, "biz_id")) {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
-      f.biz_id = std::string(*biz);
+      f.biz_id = std::move(*biz);
     }
     co_return co_await run_list(req, std::move(f), false);
   }
@@ -225,7 +225,7 @@ class router {
     }
     if (auto cursor = http::query_param(query, "cursor")) {
       if (!is_saga_id(*cursor)) co_return bad_request(req, "bad cursor");
-      f.after = std::string(*cursor);
+      f.after = std::move(*cursor);
     }
     co_return co_await run_list(req, std::move(f), true);
   }

@@ -43,7 +43,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     case 2: {
       auto t = http::split_target(input);
-      for (auto segment : t.path) require(!segment.empty() && segment.find('/') == std::string_view::npos);
+      // Segments are decoded (so may hold '/'); encoded again, each one
+      // comes back whole.
+      for (const auto& segment : t.path) {
+        require(!segment.empty());
+        const auto again = http::split_target("/" + http::encoded_segment(segment));
+        require(again.path.size() == 1 && again.path[0] == segment);
+      }
       break;
     }
     default: {

@@ -234,6 +234,31 @@ TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
   EXPECT_EQ(account(b)["balance"], 8);
 }
 
+// Ids may hold ':' (API.md), which many clients percent-encode in paths and
+// query strings: the encoded and the plain spelling name the same object.
+TEST_F(GatewayApi, PercentEncodedIdsNameTheSameObjects) {
+  const auto id = unique_id("team:alice");
+  EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}).status, 201);
+  auto encoded = id;
+  encoded.replace(encoded.find(':'), 1, "%3A");
+  auto a = call("GET", "/v1/accounts/" + encoded + "?consistency=strong");
+  EXPECT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.json()["account_id"], id);
+  EXPECT_EQ(call("GET", "/v1/accounts/" + encoded + "/entries").status, 200);
+
+  const auto biz = unique_id("order:1");
+  auto credit = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 3}, {"biz_id", biz}});
+  EXPECT_EQ(credit.status, 200) << credit.body;
+  auto encoded_biz = biz;
+  encoded_biz.replace(encoded_biz.find(':'), 1, "%3a");
+  auto found = call("GET", "/v1/sagas?type=credit&biz_id=" + encoded_biz);
+  ASSERT_EQ(found.json()["sagas"].size(), 1u) << found.body;
+  EXPECT_EQ(found.json()["sagas"][0]["saga_id"], credit.json()["saga_id"]);
+  // What decodes to no valid id is refused.
+  expect_error(call("GET", "/v1/accounts/acc%2Fx"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/accounts/acc%zz"), 400, "invalid_request");
+}
+
 TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
   const auto id = open_funded(0);
   const auto biz = unique_id("c");
