@@ -1,6 +1,7 @@
 #include "orchestrator/store/saga_store.hpp"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -213,10 +214,13 @@ asio::awaitable<saga_store::create_result> saga_store::async_existing(std::strin
 
 namespace {
 
-// Column-wise text arrays, one element per row, in the shape unnest() takes.
+// N column-wise text arrays, one element per row, in the shape unnest() takes.
+template <std::size_t N>
 struct text_columns {
-  explicit text_columns(std::size_t n) : cols(n) {}
-  std::vector<std::vector<param>> cols;
+  std::array<std::vector<param>, N> cols;
+  void add(std::array<param, N> row) {
+    for (std::size_t i = 0; i < N; ++i) cols[i].push_back(std::move(row[i]));
+  }
   void append_to(std::vector<param>& params) const {
     for (const auto& c : cols) params.emplace_back(pg::array_literal(c));
   }
@@ -226,7 +230,7 @@ struct text_columns {
 // attempt recorded twice in one write (sent, then answered) is written
 // once, as last recorded: one statement may not upsert a row twice.
 void append_attempts(std::span<const saga_write* const> writes, std::vector<param>& params) {
-  text_columns c(11);
+  text_columns<11> c;
   for (const auto* w : writes) {
     std::vector<const step_attempt*> attempts;
     for (const auto& a : w->attempts) {
@@ -237,20 +241,10 @@ void append_attempts(std::span<const saga_write* const> writes, std::vector<para
       if (it == attempts.end()) attempts.push_back(&a);
       else *it = &a;
     }
-    for (const auto* a : attempts) {
-      const param row[] = {w->s->id,
-                           a->step,
-                           std::to_string(a->item),
-                           boolean(a->undo),
-                           std::to_string(a->attempt),
-                           a->shard,
-                           a->command,
-                           ms_param(a->sent),
-                           a->outcome ? param{*a->outcome} : param{},
-                           opt_text(a->code),
-                           opt_ms(a->answered)};
-      for (std::size_t i = 0; i < c.cols.size(); ++i) c.cols[i].push_back(row[i]);
-    }
+    for (const auto* a : attempts)
+      c.add({w->s->id, a->step, std::to_string(a->item), boolean(a->undo), std::to_string(a->attempt), a->shard,
+             a->command, ms_param(a->sent), a->outcome ? param{*a->outcome} : param{}, opt_text(a->code),
+             opt_ms(a->answered)});
   }
   c.append_to(params);
 }
@@ -263,28 +257,15 @@ bool keeps_lease(const saga_write& w) { return w.keep_lease && !is_terminal(w.s-
 
 std::vector<param> create_params(std::span<const saga_write* const> creates, const std::string& owner,
                                  instant now) {
-  text_columns sagas(16), events(2);
+  text_columns<16> sagas;
+  text_columns<2> events;
   for (const auto* w : creates) {
     const auto& s = *w->s;
-    const param row[] = {s.id,
-                         s.tenant,
-                         std::string(to_string(*w->create)),
-                         s.biz_id,
-                         w->request_hash,
-                         s.workflow,
-                         input_to_json(s.input).dump(),
-                         std::string(to_string(s.state)),
-                         progress_to_json(s).dump(),
-                         error_code_of(s),
-                         error_message_of(s),
-                         opt_text(s.attention),
-                         ms_param(s.created),
-                         ms_param(s.deadline),
-                         wake_of(s),
-                         boolean(keeps_lease(*w))};
-    for (std::size_t i = 0; i < sagas.cols.size(); ++i) sagas.cols[i].push_back(row[i]);
-    events.cols[0].emplace_back(s.id);
-    events.cols[1].emplace_back(event_payload(s, now));
+    sagas.add({s.id, s.tenant, std::string(to_string(*w->create)), s.biz_id, w->request_hash, s.workflow,
+               input_to_json(s.input).dump(), std::string(to_string(s.state)), progress_to_json(s).dump(),
+               error_code_of(s), error_message_of(s), opt_text(s.attention), ms_param(s.created),
+               ms_param(s.deadline), wake_of(s), boolean(keeps_lease(*w))});
+    events.add({s.id, event_payload(s, now)});
   }
   std::vector<param> params{owner};
   sagas.append_to(params);
@@ -294,20 +275,12 @@ std::vector<param> create_params(std::span<const saga_write* const> creates, con
 }
 
 std::vector<param> save_params(std::span<const saga_write* const> saves, const std::string& owner, instant now) {
-  text_columns sagas(10);
+  text_columns<10> sagas;
   for (const auto* w : saves) {
     const auto& s = *w->s;
-    const param row[] = {s.id,
-                         std::to_string(w->version),
-                         std::string(to_string(s.state)),
-                         progress_to_json(s).dump(),
-                         error_code_of(s),
-                         error_message_of(s),
-                         opt_text(s.attention),
-                         wake_of(s),
-                         boolean(keeps_lease(*w)),
-                         w->state_changed ? param{event_payload(s, now)} : param{}};
-    for (std::size_t i = 0; i < sagas.cols.size(); ++i) sagas.cols[i].push_back(row[i]);
+    sagas.add({s.id, std::to_string(w->version), std::string(to_string(s.state)), progress_to_json(s).dump(),
+               error_code_of(s), error_message_of(s), opt_text(s.attention), wake_of(s), boolean(keeps_lease(*w)),
+               w->state_changed ? param{event_payload(s, now)} : param{}});
   }
   std::vector<param> params{owner, ms_param(now)};
   sagas.append_to(params);
@@ -332,24 +305,21 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
   }
   const std::size_t rounds = *std::max_element(round_of.begin(), round_of.end()) + 1;
   struct statement_of_round {
-    std::vector<std::size_t> writes;  // indexes into `writes`
-    std::size_t result = 0;           // its result's index
+    bool create = false;
+    std::vector<const saga_write*> writes;
+    std::size_t result = 0;  // its result's index
   };
-  std::vector<statement_of_round> creates(rounds), saves(rounds);
+  std::vector<statement_of_round> groups(2 * rounds);  // per round: creates, then saves
+  for (std::size_t r = 0; r < rounds; ++r) groups[2 * r].create = true;
   for (std::size_t i = 0; i < writes.size(); ++i)
-    (writes[i].create ? creates : saves)[round_of[i]].writes.push_back(i);
+    groups[2 * round_of[i] + (writes[i].create ? 0 : 1)].writes.push_back(&writes[i]);
 
   std::vector<pg::statement> st{{pg::sql_begin, {}}};
-  auto add = [&](statement_of_round& r, std::string_view sql, auto make_params) {
-    if (r.writes.empty()) return;
-    std::vector<const saga_write*> ws;
-    for (auto i : r.writes) ws.push_back(&writes[i]);
-    r.result = st.size();
-    st.push_back({sql, make_params(std::span<const saga_write* const>(ws), owner_, now)});
-  };
-  for (std::size_t r = 0; r < rounds; ++r) {
-    add(creates[r], sql_insert, create_params);
-    add(saves[r], sql_save, save_params);
+  for (auto& g : groups) {
+    if (g.writes.empty()) continue;
+    g.result = st.size();
+    st.push_back(g.create ? pg::statement{sql_insert, create_params(g.writes, owner_, now)}
+                          : pg::statement{sql_save, save_params(g.writes, owner_, now)});
   }
   st.push_back({pg::sql_commit, {}});
   std::vector<pg::result> rs;
@@ -360,16 +330,14 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
   // Per write: 1 for a create that inserted its saga, the new version for
   // a save that wrote, else 0.
   out.versions.assign(writes.size(), 0);
-  for (std::size_t r = 0; r < rounds; ++r) {
-    for (const auto& [group, create] : {std::pair{&creates[r], true}, std::pair{&saves[r], false}}) {
-      if (group->writes.empty()) continue;
-      const auto& res = rs[group->result];
-      std::unordered_map<std::string_view, std::int64_t> written;
-      for (int row = 0; row < res.rows(); ++row) written[res.text(row, 0)] = create ? 1 : res.int64(row, 1);
-      for (auto i : group->writes) {
-        auto it = written.find(writes[i].s->id);
-        if (it != written.end()) out.versions[i] = it->second;
-      }
+  for (const auto& g : groups) {
+    if (g.writes.empty()) continue;
+    const auto& res = rs[g.result];
+    std::unordered_map<std::string_view, std::int64_t> written;
+    for (int row = 0; row < res.rows(); ++row) written[res.text(row, 0)] = g.create ? 1 : res.int64(row, 1);
+    for (const auto* w : g.writes) {
+      auto it = written.find(w->s->id);
+      if (it != written.end()) out.versions[static_cast<std::size_t>(w - writes.data())] = it->second;
     }
   }
   co_return out;
