@@ -14,16 +14,16 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
-# Total CPU seconds used so far by our PostgreSQL server and its children
-# (other clusters on this machine are not ours to count).
+# Total CPU seconds used so far by our PostgreSQL server: the postmaster,
+# its live children, and (through the postmaster's cutime and cstime) the
+# children that have exited, such as the backends of closed connections.
+# Other clusters on this machine are not ours to count.
 postgres_cpu_seconds() {
-  local pid sum=0 hz postmaster
-  hz=$(getconf CLK_TCK)
+  local postmaster pid
   postmaster=$(head -n1 "$TALLY_PG_DATA/postmaster.pid")
-  for pid in "$postmaster" $(pgrep -P "$postmaster"); do
-    sum=$(awk -v s="$sum" -v hz="$hz" '{ print s + ($14 + $15) / hz }' "/proc/$pid/stat" 2>/dev/null || echo "$sum")
-  done
-  echo "$sum"
+  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat"
+    for pid in $(pgrep -P "$postmaster"); do awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || true; done
+  } | awk -v hz="$(getconf CLK_TCK)" '{ s += $1 } END { printf "%.2f\n", s / hz }'
 }
 
 # wait_set_up PROGRESS: waits (up to 2 minutes) until the load generator's
