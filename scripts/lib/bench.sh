@@ -38,9 +38,9 @@ wait_set_up() {
   return 1
 }
 
-# statements_reset DB... and statements_report DB...: with
-# TALLY_PG_STATEMENTS=1 (see servers.sh), the statements that cost the most
-# in each database between the two; else nothing.
+# statements_reset DB... and statements_report FILE DB...: with
+# TALLY_PG_STATEMENTS=1 (see servers.sh), FILE gets the statements that cost
+# the most in each database between the two; else nothing is written.
 statements_reset() {
   [[ ${TALLY_PG_STATEMENTS:-0} == 1 ]] || return 0
   local db
@@ -51,7 +51,8 @@ statements_reset() {
 }
 statements_report() {
   [[ ${TALLY_PG_STATEMENTS:-0} == 1 ]] || return 0
-  local db
+  local file=$1 db
+  shift
   for db in "$@"; do
     echo "== $db"
     psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -d "$db" -c "
@@ -59,7 +60,7 @@ statements_report() {
              left(regexp_replace(query, '\s+', ' ', 'g'), 120) AS query
       FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
       ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"
-  done
+  done >"$file"
 }
 
 # Peak resident memory of a process, in kB.
