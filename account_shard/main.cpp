@@ -16,6 +16,7 @@
 #include "account_shard/service/commit_queue.hpp"
 #include "account_shard/service/leadership.hpp"
 #include "account_shard/service/routes.hpp"
+#include "account_shard/store/batch.hpp"
 #include "account_shard/store/queries.hpp"
 #include "common/config/config.hpp"
 #include "common/http/server.hpp"
@@ -40,7 +41,6 @@ struct settings {
   http::server_options listen;
   shard::commit_options commit;
   std::size_t read_pool = 4;
-  bool custom_plans = true;
   std::string holder;
 };
 
@@ -68,7 +68,6 @@ settings read_settings(const config::config& cfg) {
   }
   s.commit.statement_timeout = std::chrono::milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
   s.read_pool = static_cast<std::size_t>(cfg.get_int("database.read_pool", 4));
-  s.custom_plans = cfg.get_bool("database.custom_plans", true);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   s.holder = cfg.get_string("instance", std::string(host) + ":" + std::to_string(getpid()) + ":" +
@@ -90,7 +89,7 @@ struct app : service::app {
         s_(std::move(s)),
         lead_(io.get_executor(), s_.conninfo, s_.holder),
         writers_(io.get_executor(),
-                 pool_options(s_.conninfo, s_.commit.workers + 1, s_.custom_plans ? std::string(pg::batch_writer_session_sql) : "")),
+                 pool_options(s_.conninfo, s_.commit.workers + 1, std::string(shard::shard_writer_session_sql))),
         readers_(io.get_executor(), pool_options(s_.conninfo, s_.read_pool, "")),
         commits_(io.get_executor(), writers_, s_.commit, metrics_, [] { std::_Exit(exit_lost_writer); }),
         reads_(readers_, writers_, s_.commit.statement_timeout),

@@ -158,6 +158,7 @@ asio::awaitable<void> set_up(const endpoint& opt, const std::string& tenant, con
 
 struct connection_result {
   std::vector<std::uint32_t> latencies_us;  // every decided unit (succeeded or rejected)
+  std::vector<std::uint32_t> sent_second;   // per latency: the second after the start it was sent in
   std::uint64_t succeeded = 0;
   std::uint64_t rejected = 0;
   std::map<std::string, std::uint64_t> errors;  // by kind
@@ -172,8 +173,11 @@ struct live_counters {
   std::atomic<std::size_t> running{0};
 };
 
+// Requests go out from `start` to `end`; those sent before `measured_from`
+// (the warm-up) are not counted.
 asio::awaitable<void> run_connection(const endpoint& target, const load_options& opt, const workload& work,
-                                     std::size_t index, clock_type::time_point start, clock_type::time_point end,
+                                     std::size_t index, clock_type::time_point start,
+                                     clock_type::time_point measured_from, clock_type::time_point end,
                                      connection_result& out, live_counters& live) {
   auto ex = co_await asio::this_coro::executor;
   tally::http::client client(ex, target.host, target.port);
@@ -212,6 +216,7 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
     auto r = co_await client.async_json(bhttp::verb::post, std::move(req.target), std::move(req.body), request_timeout,
                                         target.token);
     auto latency = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - sent).count();
+    if (sent < measured_from) continue;
     verdict v;
     if (r.error) v.error = r.error == asio::error::timed_out ? "timeout" : "transport";
     else v = work.judge(r.message);
@@ -223,6 +228,9 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
       live.rejected.fetch_add(v.rejected, std::memory_order_relaxed);
       out.latencies_us.insert(out.latencies_us.end(), opt.units_per_request,
                               static_cast<std::uint32_t>(std::min<std::int64_t>(latency, UINT32_MAX)));
+      out.sent_second.insert(out.sent_second.end(), opt.units_per_request,
+                             static_cast<std::uint32_t>(std::max<std::int64_t>(
+                                 0, std::chrono::duration_cast<std::chrono::seconds>(sent - measured_from).count())));
     } else {
       out.errors[v.error] += opt.units_per_request;
       live.errors.fetch_add(opt.units_per_request, std::memory_order_relaxed);
@@ -236,6 +244,10 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
 asio::awaitable<void> report_progress(const std::string& name, clock_type::time_point start, live_counters& live,
                                       std::vector<std::uint64_t>& per_second) {
   asio::steady_timer tick(co_await asio::this_coro::executor);
+  tick.expires_at(start);
+  co_await tick.async_wait(asio::use_awaitable);
+  // The benchmark scripts wait for this line to read the CPU used so far.
+  std::fprintf(stderr, "%s: measuring\n", name.c_str());
   std::uint64_t last = 0;
   for (int second = 1; live.running.load() > 0; ++second) {
     tick.expires_at(start + std::chrono::seconds(second));
@@ -314,18 +326,22 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
   live_counters live;
   live.running = opt.connections;
   const auto start = clock_type::now() + 50ms;  // every connection starts on the same schedule
-  const auto end = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(opt.duration_s));
+  const auto measured_from =
+      start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(opt.warmup_s));
+  const auto end =
+      measured_from + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(opt.duration_s));
+  if (opt.warmup_s > 0) std::fprintf(stderr, "%s: warming up for %.1f s\n", opt.name.c_str(), opt.warmup_s);
 
   for (std::size_t i = 0; i < opt.connections; ++i) {
     auto connection = [&, i]() -> asio::awaitable<void> {
-      co_await run_connection(target, opt, work, i, start, end, results[i], live);
+      co_await run_connection(target, opt, work, i, start, measured_from, end, results[i], live);
     };
     asio::co_spawn(*ios[i % ios.size()], connection, [&](std::exception_ptr e) {
       --live.running;
       rethrow_failure(e);
     });
   }
-  auto progress = [&]() -> asio::awaitable<void> { co_await report_progress(opt.name, start, live, per_second); };
+  auto progress = [&]() -> asio::awaitable<void> { co_await report_progress(opt.name, measured_from, live, per_second); };
   asio::co_spawn(*ios[0], progress, rethrow_failure);
   std::vector<std::thread> extra;
   for (std::size_t i = 1; i < ios.size(); ++i) extra.emplace_back([&io = *ios[i]] { io.run(); });
@@ -334,11 +350,16 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
   const double cpu_s = cpu_seconds() - cpu_before;
 
   std::vector<std::uint32_t> latencies;
+  std::vector<std::vector<std::uint32_t>> latencies_by_second;
   std::uint64_t succeeded = 0, rejected = 0, errors = 0;
   std::map<std::string, std::uint64_t> errors_by_kind;
-  auto finished = start;
+  auto finished = measured_from;
   for (auto& r : results) {
     latencies.insert(latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
+    for (std::size_t i = 0; i < r.latencies_us.size(); ++i) {
+      if (r.sent_second[i] >= latencies_by_second.size()) latencies_by_second.resize(r.sent_second[i] + 1);
+      latencies_by_second[r.sent_second[i]].push_back(r.latencies_us[i]);
+    }
     succeeded += r.succeeded;
     rejected += r.rejected;
     for (const auto& [kind, n] : r.errors) {
@@ -348,13 +369,19 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
     finished = std::max(finished, r.finished);
   }
   std::sort(latencies.begin(), latencies.end());
-  const double elapsed_s = std::chrono::duration<double>(finished - start).count();
+  std::vector<double> p99_by_second;
+  for (auto& second : latencies_by_second) {
+    std::sort(second.begin(), second.end());
+    p99_by_second.push_back(percentile_ms(second, 0.99));
+  }
+  const double elapsed_s = std::chrono::duration<double>(finished - measured_from).count();
   return {
       {"loop", opt.rate > 0 ? "open" : "closed"},
       {"connections", opt.connections},
       {"threads", opt.threads},
       {"per_request", opt.units_per_request},
       {"offered_rate", opt.rate},
+      {"warmup_s", opt.warmup_s},
       {"duration_s", elapsed_s},
       {"cpu_s", cpu_s},
       {"completed", succeeded},
@@ -368,6 +395,7 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
       {"p999_ms", percentile_ms(latencies, 0.999)},
       {"max_ms", latencies.empty() ? 0.0 : latencies.back() / 1000.0},
       {"per_second", per_second},
+      {"p99_ms_by_second_sent", p99_by_second},
   };
 }
 

@@ -5,7 +5,7 @@
 // as the previous one is answered) or open loop at a fixed offered rate.
 // It prints progress every second on stderr and returns a JSON summary
 // (throughput, latency percentiles, errors, the client's CPU, per-second
-// counts).
+// counts and p99) of the measured phase, which may follow a warm-up.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -37,6 +37,9 @@ struct load_options {
   double duration_s = 20;
   double rate = 0;  // units per second offered; 0: closed loop
   std::size_t units_per_request = 1;
+  // Load offered before the measured duration, and not counted: the first
+  // fraction of a second after a quiet spell is slower than the steady state.
+  double warmup_s = 0;
 };
 
 struct request {

@@ -9,9 +9,10 @@
 // summary line on stdout.
 //   saga_bench --shards=SPEC [--port=7001] [--token=T] [--tenant=bench] [--buckets=1024]
 //              [--accounts=1000] [--hot=0] [--connections=64] [--threads=1]
-//              [--duration=20] [--rate=R] [--wait-ms=10000] [--api-key=K [--subscribers=N]]
+//              [--duration=20] [--warmup=0] [--rate=R] [--wait-ms=10000] [--api-key=K [--subscribers=N]]
 // --token defaults to $TALLY_ORCH_INTERNAL_TOKEN (the shards take the same
-// token; accounts are set up on them). --hot=F makes a fraction F of the
+// token; accounts are set up on them). --warmup=S offers the same load for
+// S seconds first, uncounted. --hot=F makes a fraction F of the
 // transfers move from or to one hot account. With --api-key, --port is the
 // gateway's and the key's tenant must be --tenant; --subscribers=N keeps N
 // WebSocket subscribers open during the run, 5 accounts each.
@@ -48,6 +49,7 @@ struct options {
   std::size_t connections = 64;
   std::size_t threads = 1;
   double duration_s = 20;
+  double warmup_s = 0;
   double rate = 0;
   int wait_ms = 10000;
   std::string api_key;
@@ -68,6 +70,7 @@ options parse_options(int argc, char** argv) {
     else if (name == "connections") o.connections = std::stoul(value);
     else if (name == "threads") o.threads = std::stoul(value);
     else if (name == "duration") o.duration_s = std::stod(value);
+    else if (name == "warmup") o.warmup_s = std::stod(value);
     else if (name == "rate") o.rate = std::stod(value);
     else if (name == "wait-ms") o.wait_ms = std::stoi(value);
     else if (name == "api-key") o.api_key = value;
@@ -76,9 +79,9 @@ options parse_options(int argc, char** argv) {
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
   if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
-  if (o.accounts < 4 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.rate < 0 || o.hot < 0 ||
+  if (o.accounts < 4 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 || o.hot < 0 ||
       o.hot > 1 || o.wait_ms < 0 || o.wait_ms > 30000)
-    throw std::invalid_argument("bad accounts, connections, threads, duration, rate, hot or wait-ms");
+    throw std::invalid_argument("bad accounts, connections, threads, duration, warmup, rate, hot or wait-ms");
   return o;
 }
 
@@ -141,7 +144,8 @@ int run(const options& opt) {
     if (body.find(R"("state":"completed")") != std::string::npos) return tally::bench::verdict{1, 0};
     return tally::bench::verdict{0, 1};
   };
-  tally::bench::load_options load{"saga_bench", opt.connections, opt.threads, opt.duration_s, opt.rate, 1};
+  tally::bench::load_options load{"saga_bench", opt.connections, opt.threads, opt.duration_s, opt.rate, 1,
+                                  opt.warmup_s};
   auto summary = tally::bench::run_load({"127.0.0.1", opt.port, public_api ? opt.api_key : opt.token}, load, work);
   if (listening) {
     summary["subscribers_open"] = listening->open();

@@ -5,9 +5,10 @@
 // the throughput every second on stderr and one JSON summary line on stdout.
 //   shard_bench [--host=127.0.0.1] [--port=7101] [--token=T] [--tenant=bench]
 //               [--accounts=10000] [--connections=64] [--threads=1]
-//               [--duration=20] [--rate=R] [--per-request=1]
+//               [--duration=20] [--warmup=0] [--rate=R] [--per-request=1]
 // --token defaults to $TALLY_SHARD_INTERNAL_TOKEN. --rate=0 (the default)
-// is closed loop. --threads runs the connections on that many io_contexts,
+// is closed loop. --warmup=S offers the same load for S seconds first,
+// uncounted. --threads runs the connections on that many io_contexts,
 // for when one client thread cannot keep the shard busy. --per-request=N>1
 // sends N debits per /v1/batch request, as the orchestrator does when it
 // coalesces the calls of many sagas to one shard; each debit's latency is
@@ -42,6 +43,7 @@ struct options {
   std::size_t connections = 64;
   std::size_t threads = 1;
   double duration_s = 20;
+  double warmup_s = 0;
   double rate = 0;
   std::size_t per_request = 1;
 };
@@ -58,14 +60,15 @@ options parse_options(int argc, char** argv) {
     else if (name == "connections") o.connections = std::stoul(value);
     else if (name == "threads") o.threads = std::stoul(value);
     else if (name == "duration") o.duration_s = std::stod(value);
+    else if (name == "warmup") o.warmup_s = std::stod(value);
     else if (name == "rate") o.rate = std::stod(value);
     else if (name == "per-request") o.per_request = std::stoul(value);
     else throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_SHARD_INTERNAL_TOKEN is required");
-  if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.rate < 0 ||
+  if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 ||
       o.per_request == 0)
-    throw std::invalid_argument("accounts, connections, threads, duration and per-request must be positive");
+    throw std::invalid_argument("accounts, connections, threads, duration and per-request must be positive, warmup not negative");
   if (o.per_request > batch_max_commands)
     throw std::invalid_argument("per-request is at most " + std::to_string(batch_max_commands));
   return o;
@@ -112,7 +115,7 @@ int run(const options& opt) {
                                  occurrences(r.body(), R"("status":"rejected")")};
   };
   tally::bench::load_options load{"shard_bench", opt.connections, opt.threads, opt.duration_s, opt.rate,
-                                  opt.per_request};
+                                  opt.per_request, opt.warmup_s};
   auto summary = tally::bench::run_load(shard, load, work);
   summary["accounts"] = opt.accounts;
   summary["setup_s"] = setup_s;

@@ -17,48 +17,62 @@ using pg::param;
 
 namespace {
 
+// The writers plan each statement below once per connection
+// (shard_writer_session_sql), so each must have one good plan whatever the
+// tables hold: a probe by key for every element of the batch's arrays. A
+// lock is taken in a LATERAL subquery, which its FOR UPDATE keeps from being
+// merged into a join, so the probe is the only way in (rows are locked in
+// the arrays' order: key order). An update joins its arrays to the table by
+// key, and with hash and merge joins off in these sessions a nested loop
+// over the arrays probing the primary key is by far the cheapest plan, even
+// on empty tables. Each update passes the number of rows it must change to
+// expect_rows(), which aborts the transaction on any other count.
 constexpr std::string_view sql_lock_accounts =
     "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version "
-    "FROM account a JOIN unnest($1::text[], $2::text[]) AS k(tenant, account_id) USING (tenant, account_id) "
-    "ORDER BY a.tenant, a.account_id FOR UPDATE OF a";
+    "FROM unnest($1::text[], $2::text[]) AS k(tenant, account_id) CROSS JOIN LATERAL "
+    "(SELECT * FROM account a WHERE a.tenant = k.tenant AND a.account_id = k.account_id FOR UPDATE) a";
 constexpr std::string_view sql_lock_operations =
     "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, o.request_hash, o.state, o.amount, o.reason, "
     "o.balance_after, o.held_after, o.version_after, o.ledger_seq, o.refunded "
-    "FROM operation o JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) "
-    "AS k(tenant, account_id, biz_type, biz_id) USING (tenant, account_id, biz_type, biz_id) "
-    "ORDER BY 1, 2, 3, 4 FOR UPDATE OF o";
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(tenant, account_id, biz_type, biz_id) "
+    "CROSS JOIN LATERAL (SELECT * FROM operation o WHERE o.tenant = k.tenant AND o.account_id = k.account_id "
+    "AND o.biz_type = k.biz_type AND o.biz_id = k.biz_id FOR UPDATE) o";
 constexpr std::string_view sql_lock_holds =
     "SELECT h.tenant, h.account_id, h.hold_id, h.amount, h.captured, h.state "
-    "FROM hold h JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, account_id, hold_id) "
-    "USING (tenant, account_id, hold_id) ORDER BY 1, 2, 3 FOR UPDATE OF h";
+    "FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, account_id, hold_id) CROSS JOIN LATERAL "
+    "(SELECT * FROM hold h WHERE h.tenant = k.tenant AND h.account_id = k.account_id AND h.hold_id = k.hold_id "
+    "FOR UPDATE) h";
 constexpr std::string_view sql_reserve_seqs = "SELECT nextval('ledger_seq') FROM generate_series(1, $1::int)";
 
 constexpr std::string_view sql_insert_accounts =
     "INSERT INTO account (tenant, account_id, balance, held, status, version) "
     "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[])";
 constexpr std::string_view sql_update_accounts =
-    "UPDATE account a SET balance = u.balance, held = u.held, status = u.status, version = u.version, "
+    "WITH changed AS (UPDATE account a SET balance = u.balance, held = u.held, status = u.status, version = u.version, "
     "updated_at = now() FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[]) "
     "AS u(tenant, account_id, balance, held, status, version) "
-    "WHERE a.tenant = u.tenant AND a.account_id = u.account_id";
+    "WHERE a.tenant = u.tenant AND a.account_id = u.account_id RETURNING 1) "
+    "SELECT expect_rows(count(*), $7) FROM changed";
 constexpr std::string_view sql_insert_operations =
     "INSERT INTO operation (tenant, account_id, biz_type, biz_id, request_hash, state, amount, reason, "
     "balance_after, held_after, version_after, ledger_seq, refunded) "
     "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], "
     "$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[])";
 constexpr std::string_view sql_update_refunded =
-    "UPDATE operation o SET refunded = u.refunded "
+    "WITH changed AS (UPDATE operation o SET refunded = u.refunded "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) "
     "AS u(tenant, account_id, biz_type, biz_id, refunded) "
-    "WHERE o.tenant = u.tenant AND o.account_id = u.account_id AND o.biz_type = u.biz_type AND o.biz_id = u.biz_id";
+    "WHERE o.tenant = u.tenant AND o.account_id = u.account_id AND o.biz_type = u.biz_type AND o.biz_id = u.biz_id "
+    "RETURNING 1) SELECT expect_rows(count(*), $6) FROM changed";
 constexpr std::string_view sql_insert_holds =
     "INSERT INTO hold (tenant, account_id, hold_id, amount, captured, state) "
     "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[])";
 constexpr std::string_view sql_update_holds =
-    "UPDATE hold h SET captured = u.captured, state = u.state, updated_at = now() "
+    "WITH changed AS (UPDATE hold h SET captured = u.captured, state = u.state, updated_at = now() "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) "
     "AS u(tenant, account_id, hold_id, captured, state) "
-    "WHERE h.tenant = u.tenant AND h.account_id = u.account_id AND h.hold_id = u.hold_id";
+    "WHERE h.tenant = u.tenant AND h.account_id = u.account_id AND h.hold_id = u.hold_id "
+    "RETURNING 1) SELECT expect_rows(count(*), $6) FROM changed";
 constexpr std::string_view sql_insert_ledger =
     "INSERT INTO ledger_entry (seq, tenant, account_id, biz_type, biz_id, delta, balance_after, reverses) "
     "SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], "
@@ -151,10 +165,17 @@ std::vector<pg::statement> read_statements(std::span<const command> commands) {
   st.push_back({sql_lock_operations,
                 params_of({array_literal(o_t), array_literal(o_a), array_literal(o_bt), array_literal(o_bi)})});
   st.push_back({sql_reserve_seqs, {std::to_string(commands.size())}});
-  // Planning even an empty lookup costs more than running it.
+  // Only when needed: a statement costs even when it finds nothing.
   if (!holds.empty())
     st.push_back({sql_lock_holds, params_of({array_literal(h_t), array_literal(h_a), array_literal(h_h)})});
   return st;
+}
+
+// An update of rows the batch locked, with the number it must change as
+// its last parameter (expect_rows).
+pg::statement update_of(std::string_view sql, std::vector<param> params, std::size_t rows) {
+  params.emplace_back(std::to_string(rows));
+  return {sql, std::move(params)};
 }
 
 std::vector<pg::statement> write_statements(const batch_state& st) {
@@ -178,8 +199,10 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
       out.push_back({sql_insert_accounts, params_of({array_literal(nt), array_literal(na), array_literal(nb),
                                                      array_literal(nh), array_literal(ns), array_literal(nv)})});
     if (!t.empty())
-      out.push_back({sql_update_accounts, params_of({array_literal(t), array_literal(a), array_literal(b),
-                                                     array_literal(h), array_literal(s), array_literal(v)})});
+      out.push_back(update_of(sql_update_accounts,
+                              params_of({array_literal(t), array_literal(a), array_literal(b), array_literal(h),
+                                         array_literal(s), array_literal(v)}),
+                              t.size()));
   }
   {
     std::vector<std::string> t, a, bt, bi, rh, state;
@@ -207,8 +230,10 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
                                 array_literal(bal), array_literal(held), array_literal(ver), array_literal(seq),
                                 array_literal(refunded)})});
     if (!ut.empty())
-      out.push_back({sql_update_refunded, params_of({array_literal(ut), array_literal(ua), array_literal(ubt),
-                                                     array_literal(ubi), array_literal(uref)})});
+      out.push_back(update_of(sql_update_refunded,
+                              params_of({array_literal(ut), array_literal(ua), array_literal(ubt),
+                                         array_literal(ubi), array_literal(uref)}),
+                              ut.size()));
   }
   {
     std::vector<std::string> t, a, id, state, ut, ua, uid, ustate;
@@ -228,8 +253,10 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
                                                   array_literal(amount), array_literal(captured),
                                                   array_literal(state)})});
     if (!ut.empty())
-      out.push_back({sql_update_holds, params_of({array_literal(ut), array_literal(ua), array_literal(uid),
-                                                  array_literal(ucaptured), array_literal(ustate)})});
+      out.push_back(update_of(sql_update_holds,
+                              params_of({array_literal(ut), array_literal(ua), array_literal(uid),
+                                         array_literal(ucaptured), array_literal(ustate)}),
+                              ut.size()));
   }
   if (!st.ledger.empty()) {
     std::vector<std::int64_t> seq, delta, bal;
@@ -257,6 +284,12 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
 }
 
 }  // namespace
+
+std::vector<std::string_view> batch_statements() {
+  return {sql_lock_accounts,     sql_lock_operations, sql_lock_holds,   sql_reserve_seqs,
+          sql_insert_accounts,   sql_update_accounts, sql_insert_operations, sql_update_refunded,
+          sql_insert_holds,      sql_update_holds,    sql_insert_ledger,     sql_insert_events};
+}
 
 asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_t writer_epoch,
                                                std::span<const command> commands, std::chrono::milliseconds timeout) {

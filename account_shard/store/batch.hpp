@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -16,11 +17,26 @@
 
 namespace tally::shard {
 
+// The session of a connection that runs batches: each batch statement is
+// planned once per connection instead of for every batch, and the one plan
+// probes by key whatever the tables hold (see batch.cpp). Hash and merge
+// joins, which would read a whole table for a batch of keys, are off; and
+// since the working set is in memory, a random page read costs about what a
+// sequential one does.
+inline constexpr std::string_view shard_writer_session_sql =
+    "SELECT set_config('plan_cache_mode', 'force_generic_plan', false), "
+    "set_config('enable_hashjoin', 'off', false), set_config('enable_mergejoin', 'off', false), "
+    "set_config('random_page_cost', '1.1', false)";
+
 struct batch_outcome {
   pg::error error;             // set when nothing is known to be committed
   bool outcome_unknown = false;  // the COMMIT was sent but its answer lost
   std::vector<reply> replies;  // one per command, when !error
 };
+
+// Every statement with parameters that a batch may run (for the test that
+// their one plan is a probe by key or by address whatever the tables hold).
+std::vector<std::string_view> batch_statements();
 
 boost::asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_t writer_epoch,
                                                       std::span<const command> commands,

@@ -9,9 +9,26 @@ free_port() {
   "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# The CPU readings below start no process (bash built-ins only): they run
+# at the start of a measured phase, where the CPU of a few short-lived
+# processes (pgrep, awk: about 0.1 s) showed in the latency measured.
+clk_tck=$(getconf CLK_TCK)
+# _stat_fields PID: the fields of /proc/PID/stat after the command name
+# (state, ppid, ...) in the array stat_fields; fails when PID is gone.
+_stat_fields() {
+  local line
+  read -r line 2>/dev/null <"/proc/$1/stat" || return 1
+  # shellcheck disable=SC2206 # numbers and a state letter, split on spaces
+  stat_fields=(${line##*) })
+}
+_ticks_as_seconds() {
+  printf '%d.%02d\n' $(($1 / clk_tck)) $(($1 % clk_tck * 100 / clk_tck))
+}
+
 # Total CPU seconds (user + system) a process has used so far.
 cpu_seconds() {
-  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
+  _stat_fields "$1" || return 1
+  _ticks_as_seconds $((stat_fields[11] + stat_fields[12]))
 }
 
 # Total CPU seconds used so far by our PostgreSQL server: the postmaster,
@@ -19,23 +36,53 @@ cpu_seconds() {
 # children that have exited, such as the backends of closed connections.
 # Other clusters on this machine are not ours to count.
 postgres_cpu_seconds() {
-  local postmaster pid
-  postmaster=$(head -n1 "$TALLY_PG_DATA/postmaster.pid")
-  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat"
-    for pid in $(pgrep -P "$postmaster"); do awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || true; done
-  } | awk -v hz="$(getconf CLK_TCK)" '{ s += $1 } END { printf "%.2f\n", s / hz }'
+  local postmaster ticks pid children
+  read -r postmaster <"$TALLY_PG_DATA/postmaster.pid"
+  _stat_fields "$postmaster" || return 1
+  ticks=$((stat_fields[11] + stat_fields[12] + stat_fields[13] + stat_fields[14]))
+  read -ra children <"/proc/$postmaster/task/$postmaster/children"
+  for pid in "${children[@]}"; do
+    _stat_fields "$pid" && ticks=$((ticks + stat_fields[11] + stat_fields[12]))
+  done
+  _ticks_as_seconds "$ticks"
 }
 
-# wait_set_up PROGRESS: waits (up to 2 minutes) until the load generator's
-# progress file says the accounts are opened and funded, so that what is
-# measured next leaves the setup out.
-wait_set_up() {
+# wait_measuring PROGRESS: waits (up to 2 minutes) until the load
+# generator's progress file says its measured phase begins (after the
+# accounts' set-up and any warm-up), so that what is read next leaves them
+# out.
+wait_measuring() {
   local _
   for _ in $(seq 1200); do
-    grep -q 'opened and funded' "$1" 2>/dev/null && return 0
+    grep -q ': measuring$' "$1" 2>/dev/null && return 0
     sleep 0.1
   done
   return 1
+}
+
+# pg_prepare_wal: gives the throwaway cluster (tally_pg_start) the WAL of a
+# server in service. A fresh cluster creates, and fills with zeros, a new
+# 16 MB segment each time its WAL crosses into one, and every commit waits
+# for that (20-60 ms, several times a second at full load); a server that
+# has been running recycles the segments that its checkpoints freed. So
+# this creates min_wal_size worth of segments once, and pg_checkpoint frees
+# them for the next run.
+pg_prepare_wal() {
+  local segments
+  segments=$(psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -qAt -d postgres -c "
+    SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'min_wal_size')
+         / (SELECT setting::bigint / 1048576 FROM pg_settings WHERE name = 'wal_segment_size')")
+  { echo "CREATE TABLE wal_filler (x int);"
+    for _ in $(seq "$segments"); do echo "INSERT INTO wal_filler VALUES (1); SELECT pg_switch_wal();"; done
+    echo "DROP TABLE wal_filler;"
+  } | psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -d postgres -v ON_ERROR_STOP=1 >/dev/null
+  pg_checkpoint
+}
+
+# pg_checkpoint: before each measured run, so that every run starts alike:
+# no dirty pages left by the previous one, its WAL segments free for reuse.
+pg_checkpoint() {
+  psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -d postgres -c CHECKPOINT
 }
 
 # statements_reset DB... and statements_report FILE DB...: with

@@ -3,9 +3,11 @@
 
 #include <atomic>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
+#include "account_shard/store/batch.hpp"
 #include "tests/account_shard/shard_checker.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/shard_process.hpp"
@@ -245,6 +247,38 @@ TEST_F(ShardTest, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(client_->call("POST", "/v1/commands", command("credit", "alice", "c", 1).dump(), "wrong-token").status, 401);
   EXPECT_EQ(client_->call("POST", "/v1/nothing", "{}").status, 404);
   EXPECT_EQ(before, snapshot());
+}
+
+// The writers plan each batch statement once per connection, so its one
+// (generic) plan must probe by key whatever the tables hold. Here they are
+// freshly migrated and empty, the state in which a join against a batch's
+// keys gets planned as a scan.
+TEST_F(ShardTest, BatchStatementsPlanAsProbesOnEmptyTables) {
+  const std::regex param(R"(\$(\d+))");
+  int index = 0;
+  for (auto sql : shard::batch_statements()) {
+    int params = 0;
+    std::string text(sql);
+    for (std::sregex_iterator m(text.begin(), text.end(), param), end; m != end; ++m)
+      params = std::max(params, std::stoi((*m)[1]));
+    std::string args;
+    for (int i = 0; i < params; ++i) args += i ? ", NULL" : "NULL";
+    auto name = "p" + std::to_string(++index);
+    std::string plan;
+    for (const auto& row : query_rows(db_, std::string(shard::shard_writer_session_sql) + "; PREPARE " + name + " AS " +
+                                               text + "; EXPLAIN EXECUTE " + name + "(" + args + ")"))
+      plan += row.at(0) + "\n";
+    ASSERT_FALSE(plan.empty()) << text;
+    for (const char* scan : {"Seq Scan", "Hash", "Merge Join", "Materialize", "Bitmap"})
+      EXPECT_EQ(plan.find(scan), std::string::npos) << scan << " in the plan of " << text << "\n" << plan;
+    auto count = [&](const std::string& what) {
+      std::size_t n = 0;
+      for (auto at = plan.find(what); at != std::string::npos; at = plan.find(what, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(count("Index Scan"), count("Index Cond:")) << "an index read whole in the plan of " << text << "\n"
+                                                        << plan;
+  }
 }
 
 TEST_F(ShardTest, BatchEndpointAnswersEachCommand) {
