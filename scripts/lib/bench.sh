@@ -40,7 +40,7 @@ postgres_cpu_seconds() {
   read -r postmaster <"$TALLY_PG_DATA/postmaster.pid"
   _stat_fields "$postmaster" || return 1
   ticks=$((stat_fields[11] + stat_fields[12] + stat_fields[13] + stat_fields[14]))
-  read -ra children <"/proc/$postmaster/task/$postmaster/children"
+  read -ra children <"/proc/$postmaster/task/$postmaster/children" || true  # no newline at its end
   for pid in "${children[@]}"; do
     _stat_fields "$pid" && ticks=$((ticks + stat_fields[11] + stat_fields[12]))
   done
