@@ -158,7 +158,7 @@ asio::awaitable<void> set_up(const endpoint& opt, const std::string& tenant, con
 
 struct connection_result {
   std::vector<std::uint32_t> latencies_us;  // every decided unit (succeeded or rejected)
-  std::vector<std::uint32_t> sent_second;   // per latency: the second after the start it was sent in
+  std::vector<std::uint32_t> sent_second;   // per latency: the second of the measured phase it was sent in
   std::uint64_t succeeded = 0;
   std::uint64_t rejected = 0;
   std::map<std::string, std::uint64_t> errors;  // by kind
