@@ -341,7 +341,9 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
       rethrow_failure(e);
     });
   }
-  auto progress = [&]() -> asio::awaitable<void> { co_await report_progress(opt.name, measured_from, live, per_second); };
+  auto progress = [&]() -> asio::awaitable<void> {
+    co_await report_progress(opt.name, measured_from, live, per_second);
+  };
   asio::co_spawn(*ios[0], progress, rethrow_failure);
   std::vector<std::thread> extra;
   for (std::size_t i = 1; i < ios.size(); ++i) extra.emplace_back([&io = *ios[i]] { io.run(); });

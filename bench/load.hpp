@@ -38,7 +38,7 @@ struct load_options {
   double rate = 0;  // units per second offered; 0: closed loop
   std::size_t units_per_request = 1;
   // Load offered before the measured duration, and not counted: the first
-  // fraction of a second after a quiet spell is slower than the steady state.
+  // seconds after the set-up are slower than the steady state.
   double warmup_s = 0;
 };
 

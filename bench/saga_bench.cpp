@@ -79,8 +79,8 @@ options parse_options(int argc, char** argv) {
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
   if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
-  if (o.accounts < 4 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 || o.hot < 0 ||
-      o.hot > 1 || o.wait_ms < 0 || o.wait_ms > 30000)
+  if (o.accounts < 4 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 ||
+      o.hot < 0 || o.hot > 1 || o.wait_ms < 0 || o.wait_ms > 30000)
     throw std::invalid_argument("bad accounts, connections, threads, duration, warmup, rate, hot or wait-ms");
   return o;
 }

@@ -68,7 +68,8 @@ options parse_options(int argc, char** argv) {
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_SHARD_INTERNAL_TOKEN is required");
   if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 ||
       o.per_request == 0)
-    throw std::invalid_argument("accounts, connections, threads, duration and per-request must be positive, warmup not negative");
+    throw std::invalid_argument(
+        "accounts, connections, threads, duration and per-request must be positive, warmup not negative");
   if (o.per_request > batch_max_commands)
     throw std::invalid_argument("per-request is at most " + std::to_string(batch_max_commands));
   return o;

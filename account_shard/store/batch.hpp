@@ -35,7 +35,7 @@ struct batch_outcome {
 };
 
 // Every statement with parameters that a batch may run (for the test that
-// their one plan is a probe by key or by address whatever the tables hold).
+// their one plan is a probe by key whatever the tables hold).
 std::vector<std::string_view> batch_statements();
 
 boost::asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_t writer_epoch,
