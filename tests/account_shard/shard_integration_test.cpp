@@ -322,6 +322,22 @@ TEST_F(ShardTest, ReconciliationCleanThenCorruptedAccountIsClassifiedAndFrozen) 
   EXPECT_EQ(client_->call("POST", "/v1/accounts/t1/bob/unfreeze").json()["status"], "active");
 }
 
+// No index keeps an account's outbox versions distinct (each is the
+// account's new version, written under its row lock): the promise checker
+// must find a repeated one even when the count and the highest still match.
+TEST_F(ShardTest, PromiseCheckerFindsAnOutboxVersionTwice) {
+  open("alice", 100);
+  send(command("debit", "alice", "d1", 5));
+  ASSERT_EQ(query_int(db_, "SELECT version FROM account WHERE account_id = 'alice'"), 3);
+  auto second = query_rows(db_, "SELECT id FROM outbox_event WHERE account_id = 'alice' AND aggregate_version = 2");
+  ASSERT_EQ(second.size(), 1u);
+  exec_sql(db_, "UPDATE outbox_event SET aggregate_version = 1 WHERE id = " + second[0][0]);
+  auto violations = check_shard_promises(db_);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].rfind("outbox events != account versions: t1 alice 3 3 2 3", 0), 0u) << violations[0];
+  exec_sql(db_, "UPDATE outbox_event SET aggregate_version = 2 WHERE id = " + second[0][0]);
+}
+
 // A random workload from many clients, then every promise checked and every
 // client-observed outcome matched with the stored one.
 TEST_F(ShardTest, RandomConcurrentWorkloadKeepsEveryPromise) {
