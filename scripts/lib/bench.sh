@@ -9,9 +9,12 @@ free_port() {
   "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# The CPU readings below start no process (bash built-ins only): they run
-# at the start of a measured phase, where the CPU of a few short-lived
-# processes (pgrep, awk: about 0.1 s) showed in the latency measured.
+# The readings below start no process: bash built-ins only, and
+# record_cpu and http_get_to not even a subshell. They run at the start of
+# a measured phase, where the CPU of a few short-lived processes (pgrep,
+# awk: about 0.1 s) showed in the latency measured, and so did a fork of
+# the script for each $(...) and a curl (together a 20-30 ms stall of the
+# shard's open-loop latency, right when the measured phase began).
 clk_tck=$(getconf CLK_TCK)
 # _stat_fields PID: the fields of /proc/PID/stat after the command name
 # (state, ppid, ...) in the array stat_fields; fails when PID is gone.
@@ -21,21 +24,24 @@ _stat_fields() {
   # shellcheck disable=SC2206 # numbers and a state letter, split on spaces
   stat_fields=(${line##*) })
 }
-_ticks_as_seconds() {
-  printf '%d.%02d\n' $(($1 / clk_tck)) $(($1 % clk_tck * 100 / clk_tck))
+# _as_seconds TICKS: sets seconds to TICKS in seconds (two decimals).
+_as_seconds() {
+  printf -v seconds '%d.%02d' $(($1 / clk_tck)) $(($1 % clk_tck * 100 / clk_tck))
 }
 
-# Total CPU seconds (user + system) a process has used so far.
-cpu_seconds() {
+# _process_seconds PID: sets seconds to the CPU (user + system) a process
+# has used so far.
+_process_seconds() {
   _stat_fields "$1" || return 1
-  _ticks_as_seconds $((stat_fields[11] + stat_fields[12]))
+  _as_seconds $((stat_fields[11] + stat_fields[12]))
 }
 
-# Total CPU seconds used so far by our PostgreSQL server: the postmaster,
-# its live children, and (through the postmaster's cutime and cstime) the
-# children that have exited, such as the backends of closed connections.
-# Other clusters on this machine are not ours to count.
-postgres_cpu_seconds() {
+# _postgres_seconds: sets seconds to the CPU used so far by our PostgreSQL
+# server: the postmaster, its live children, and (through the postmaster's
+# cutime and cstime) the children that have exited, such as the backends
+# of closed connections. Other clusters on this machine are not ours to
+# count.
+_postgres_seconds() {
   local postmaster ticks pid children
   read -r postmaster <"$TALLY_PG_DATA/postmaster.pid"
   _stat_fields "$postmaster" || return 1
@@ -44,7 +50,47 @@ postgres_cpu_seconds() {
   for pid in "${children[@]}"; do
     _stat_fields "$pid" && ticks=$((ticks + stat_fields[11] + stat_fields[12]))
   done
-  _ticks_as_seconds "$ticks"
+  _as_seconds "$ticks"
+}
+
+# Total CPU seconds (user + system) a process has used so far.
+cpu_seconds() {
+  local seconds
+  _process_seconds "$1" || return 1
+  echo "$seconds"
+}
+
+# Total CPU seconds used so far by our PostgreSQL server (_postgres_seconds).
+postgres_cpu_seconds() {
+  local seconds
+  _postgres_seconds || return 1
+  echo "$seconds"
+}
+
+# record_cpu FILE PID...: writes to FILE, on one line, the CPU seconds used
+# so far by each PID and then by PostgreSQL.
+record_cpu() {
+  local file=$1 seconds line= pid
+  shift
+  for pid in "$@"; do
+    _process_seconds "$pid" || seconds=0
+    line+="$seconds "
+  done
+  _postgres_seconds || seconds=0
+  printf '%s%s\n' "$line" "$seconds" >"$file"
+}
+
+# http_get_to FILE PORT PATH: GET http://127.0.0.1:PORT/PATH into FILE
+# (status line and headers included) over bash's /dev/tcp; fails when
+# nothing listens.
+http_get_to() {
+  local file=$1 port=$2 path=$3 fd line
+  exec {fd}<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null || return 1
+  printf 'GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' "$path" >&"$fd"
+  while IFS= read -r -t 5 line <&"$fd" || [[ -n $line ]]; do
+    printf '%s\n' "${line%$'\r'}"
+  done >"$file"
+  exec {fd}>&-
 }
 
 # wait_measuring PROGRESS: waits (up to 2 minutes) until the load
