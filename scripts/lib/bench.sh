@@ -53,13 +53,6 @@ _postgres_seconds() {
   _as_seconds "$ticks"
 }
 
-# Total CPU seconds (user + system) a process has used so far.
-cpu_seconds() {
-  local seconds
-  _process_seconds "$1" || return 1
-  echo "$seconds"
-}
-
 # Total CPU seconds used so far by our PostgreSQL server (_postgres_seconds).
 postgres_cpu_seconds() {
   local seconds
@@ -67,8 +60,9 @@ postgres_cpu_seconds() {
   echo "$seconds"
 }
 
-# record_cpu FILE PID...: writes to FILE, on one line, the CPU seconds used
-# so far by each PID and then by PostgreSQL.
+# record_cpu FILE PID...: writes to FILE (/dev/stdout where no fork
+# matters), on one line, the CPU seconds used so far by each PID and then by
+# PostgreSQL.
 record_cpu() {
   local file=$1 seconds line= pid
   shift
