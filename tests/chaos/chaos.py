@@ -16,6 +16,9 @@ import sys
 import threading
 import time
 
+import psycopg2
+import redis
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tally_chaos import checker, report, snapshot  # noqa: E402
@@ -95,6 +98,39 @@ def main():
         return run(args, seed, cluster)
     finally:
         cluster.stop()
+        print_server_incidents(cluster)
+
+
+def print_server_incidents(cluster):
+    """A PostgreSQL server that failed by itself (a crash, a full disk) is no
+    violation of a promise, but it must not go unseen."""
+    for name, path in cluster.postgres_logs():
+        try:
+            with open(path, errors="replace") as f:
+                lines = report.server_incidents(f)
+        except OSError:
+            continue
+        if lines:
+            print(f"PostgreSQL of {name} failed by itself ({path}):", flush=True)
+            for line in lines:
+                print(f"  {line}", flush=True)
+
+
+def one_line(error):
+    return " ".join(str(error).split())
+
+
+def take_snapshot(cluster, deadline):
+    """snapshot.take, again while an authority cannot be reached (a server
+    that restarted by itself after the faults stopped), until the deadline."""
+    while True:
+        try:
+            return snapshot.take(cluster, cluster.layout.tenant)
+        except (psycopg2.OperationalError, redis.exceptions.ConnectionError) as e:
+            if time.time() > deadline:
+                raise
+            log(f"check: an authority cannot be reached, trying again: {one_line(e)}")
+            time.sleep(1)
 
 
 def run(args, seed, cluster):
@@ -113,8 +149,8 @@ def run(args, seed, cluster):
     work.start()
     faults.start()
     time.sleep(args.duration)
-    log("faults stop; the clients finish what they started")
     faults.finish()
+    log(f"faults stopped after {len(faults.events)}; the clients finish what they started")
     work.finish()
     t_end = time.time()
     quiesce_s = quiesce(cluster, args.quiesce_timeout)
@@ -123,11 +159,17 @@ def run(args, seed, cluster):
     history = work.history.snapshot()
     # Projections and cursors settle last (a rebuild after Redis came back
     # empty): give them until the deadline before calling it a violation.
+    deadline = t_end + args.quiesce_timeout
     while True:
-        snap = snapshot.take(cluster, cluster.layout.tenant)
+        try:
+            snap = take_snapshot(cluster, deadline)
+        except (psycopg2.OperationalError, redis.exceptions.ConnectionError) as e:
+            print(f"FAIL: an authority could not be read until the deadline: {one_line(e)}; seed {seed}",
+                  flush=True)
+            return 1
         violations = checker.check(snap, history)
         settling = [v for v in violations if v.promise in ("projection_equals_ledger", "relay_delivery_complete")]
-        if not settling or len(settling) != len(violations) or time.time() - t_end > args.quiesce_timeout:
+        if not settling or len(settling) != len(violations) or time.time() > deadline:
             break
         time.sleep(1)
     quiesce_s = max(quiesce_s, time.time() - t_end)

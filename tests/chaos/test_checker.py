@@ -7,7 +7,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tally_chaos import checker  # noqa: E402
+from tally_chaos import checker, report  # noqa: E402
 
 
 def consistent():
@@ -110,6 +110,30 @@ class CheckerTest(unittest.TestCase):
         s = copy.deepcopy(consistent())
         h = [dict(HISTORY[0], effect=1000)]
         self.assertIn("conservation", self.promises(s, h))
+
+
+class ServerIncidentTest(unittest.TestCase):
+    # As PostgreSQL 15 logs a postgres_restart fault: no incident.
+    RESTART = [
+        "2026-12-02 14:08:43.750 UTC [1] LOG:  received immediate shutdown request\n",
+        "2026-12-02 14:08:46.275 UTC [8] LOG:  database system was interrupted; last known up at 2026-12-02\n",
+        "2026-12-02 14:08:46.790 UTC [6] LOG:  checkpoint starting: end-of-recovery immediate wait\n",
+        "2026-12-02 14:08:47.001 UTC [1] LOG:  database system is ready to accept connections\n",
+    ]
+
+    def test_a_fault_of_the_run_is_no_incident(self):
+        self.assertEqual(report.server_incidents(self.RESTART), [])
+
+    def test_a_crash_and_a_full_disk_are_incidents(self):
+        crash = "2026-12-02 14:03:50.1 UTC [1] LOG:  server process (PID 77) was terminated by signal 9: Killed\n"
+        disk = "2026-12-02 14:03:49.9 UTC [70] PANIC:  could not write to file \"pg_wal/xlogtemp.70\": " \
+               "No space left on device\n"
+        self.assertEqual(report.server_incidents(self.RESTART[:2] + [disk, crash] + self.RESTART[2:]),
+                         [disk.rstrip("\n"), crash.rstrip("\n")])
+
+    def test_at_most_the_first_lines_are_kept(self):
+        lines = [f"LOG:  server process (PID {i}) was terminated by signal 6\n" for i in range(30)]
+        self.assertEqual(report.server_incidents(lines, limit=3), [line.rstrip("\n") for line in lines[:3]])
 
 
 if __name__ == "__main__":

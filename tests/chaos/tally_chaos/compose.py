@@ -67,6 +67,10 @@ class ComposeCluster(ClusterBase):
         states = self.states()
         return all(states.get(c) == "running" for c in CONTAINERS)
 
+    def postgres_logs(self):
+        """Written by stop()."""
+        return [(c, os.path.join(self.run_dir, f"{c}.log")) for c in CONTAINERS if c.startswith("tally-pg-")]
+
     # -- faults ------------------------------------------------------------------
     def active_container(self, shard):
         name = self.active_instance(shard)

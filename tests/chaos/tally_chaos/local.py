@@ -155,3 +155,6 @@ class LocalCluster(ClusterBase):
 
     def everything_running(self):
         return all(p.alive() for p in self.procs.values())
+
+    def postgres_logs(self):
+        return [(p["name"], os.path.join(p["data"], "server.log")) for p in self.pg]

@@ -1,7 +1,13 @@
 """The summary and the picture: throughput and the total balance over time,
 with every fault marked."""
 import json
+import re
 from collections import Counter
+
+# What a PostgreSQL server logs when it fails on its own, as no fault of the
+# run makes it fail: a crash of one of its processes, a full disk, no memory.
+SERVER_INCIDENT = re.compile(r"PANIC|terminated by signal|No space left on device|out of memory"
+                             r"|could not (write|fsync|extend)")
 
 
 def outcome_of(op):
@@ -32,6 +38,12 @@ def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts):
     if violations:
         lines.append(f"first violating key: {violations[0].key} ({violations[0].promise}); seed {seed}")
     return "\n".join(lines)
+
+
+def server_incidents(lines, limit=20):
+    """The lines of a PostgreSQL log that show it failing by itself, at most
+    `limit` of them (the first ones: the cause comes before the echoes)."""
+    return [line.rstrip("\n") for line in lines if SERVER_INCIDENT.search(line)][:limit]
 
 
 def write_json(path, **parts):
