@@ -131,6 +131,10 @@ class ServerIncidentTest(unittest.TestCase):
         self.assertEqual(report.server_incidents(self.RESTART[:2] + [disk, crash] + self.RESTART[2:]),
                          [disk.rstrip("\n"), crash.rstrip("\n")])
 
+    def test_an_orphan_taken_for_a_server_process_is_an_incident(self):
+        orphan = "2026-12-02 15:32:28.563 UTC [1] LOG:  server process (PID 122) exited with exit code 2\n"
+        self.assertEqual(report.server_incidents(self.RESTART + [orphan]), [orphan.rstrip("\n")])
+
     def test_at_most_the_first_lines_are_kept(self):
         lines = [f"LOG:  server process (PID {i}) was terminated by signal 6\n" for i in range(30)]
         self.assertEqual(report.server_incidents(lines, limit=3), [line.rstrip("\n") for line in lines[:3]])

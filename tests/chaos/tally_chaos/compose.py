@@ -9,10 +9,14 @@ import subprocess
 import threading
 import time
 
+import psycopg2
+
+from tally_chaos import snapshot
 from tally_chaos.cluster import ClusterBase, Layout
 
 DOCKER = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else shutil.which("docker")
-CONTAINERS = (["tally-pg-shard-0", "tally-pg-shard-1", "tally-pg-shard-2", "tally-pg-orchestrator", "tally-redis"]
+POSTGRES = ["tally-pg-shard-0", "tally-pg-shard-1", "tally-pg-shard-2", "tally-pg-orchestrator"]  # as pg_ports
+CONTAINERS = (POSTGRES + ["tally-redis"]
               + [f"tally-shard-{i}{s}" for i in range(3) for s in "ab"]
               + ["tally-orchestrator-0", "tally-orchestrator-1", "tally-relay", "tally-gateway"])
 
@@ -43,7 +47,30 @@ class ComposeCluster(ClusterBase):
         if missing:
             raise RuntimeError(f"containers missing (run scripts/compose-up): {missing}")
         self.wait_ready()
+        for i, port in enumerate(self.layout.pg_ports):
+            self.check_orphans_harmless(POSTGRES[i], f"host=127.0.0.1 port={port} user=postgres dbname=tally")
         threading.Thread(target=self.supervise, daemon=True, name="supervisor").start()
+
+    def check_orphans_harmless(self, container, conninfo, timeout_s=10):
+        """An orphan that exits with status 2 inside the container must not
+        end the server's connections (compose.yaml: PostgreSQL is not PID 1).
+        Raises when it does."""
+        c = snapshot.connect(conninfo)
+        try:
+            pid = docker("exec", container, "sh", "-c", "(sleep 0.2; exit 2) >/dev/null 2>&1 & echo $!",
+                         check=True).stdout.strip()
+            deadline = time.time() + timeout_s
+            while docker("exec", container, "sh", "-c", f"kill -0 {pid}").returncode == 0:  # until it is reaped
+                if time.time() > deadline:
+                    raise RuntimeError(f"{container}: the orphan {pid} was not reaped in {timeout_s} s")
+                time.sleep(0.1)
+            try:
+                c.cursor().execute("SELECT 1")
+            except psycopg2.Error as e:
+                raise RuntimeError(f"{container}: an orphan's exit restarted PostgreSQL "
+                                   f"({' '.join(str(e).split())}); it must not run as PID 1") from None
+        finally:
+            c.close()
 
     def supervise(self):
         """Starts what `docker kill` stopped; the restart policy brings back
@@ -69,7 +96,7 @@ class ComposeCluster(ClusterBase):
 
     def postgres_logs(self):
         """Written by stop()."""
-        return [(c, os.path.join(self.run_dir, f"{c}.log")) for c in CONTAINERS if c.startswith("tally-pg-")]
+        return [(c, os.path.join(self.run_dir, f"{c}.log")) for c in POSTGRES]
 
     # -- faults ------------------------------------------------------------------
     def active_container(self, shard):

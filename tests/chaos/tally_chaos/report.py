@@ -5,9 +5,10 @@ import re
 from collections import Counter
 
 # What a PostgreSQL server logs when it fails on its own, as no fault of the
-# run makes it fail: a crash of one of its processes, a full disk, no memory.
-SERVER_INCIDENT = re.compile(r"PANIC|terminated by signal|No space left on device|out of memory"
-                             r"|could not (write|fsync|extend)")
+# run makes it fail: a process of its own (or an orphan it took for one, see
+# compose.yaml) that ended abnormally, a full disk, no memory.
+SERVER_INCIDENT = re.compile(r"PANIC|terminated by signal|server process \(PID \d+\) exited with exit code"
+                             r"|No space left on device|out of memory|could not (write|fsync|extend)")
 
 
 def outcome_of(op):
