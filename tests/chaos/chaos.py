@@ -16,9 +16,6 @@ import sys
 import threading
 import time
 
-import psycopg2
-import redis
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tally_chaos import checker, report, snapshot  # noqa: E402
@@ -116,20 +113,16 @@ def print_server_incidents(cluster):
                 print(f"  {line}", flush=True)
 
 
-def one_line(error):
-    return " ".join(str(error).split())
-
-
 def take_snapshot(cluster, deadline):
     """snapshot.take, again while an authority cannot be reached (a server
     that restarted by itself after the faults stopped), until the deadline."""
     while True:
         try:
             return snapshot.take(cluster, cluster.layout.tenant)
-        except (psycopg2.OperationalError, redis.exceptions.ConnectionError) as e:
+        except snapshot.UNREACHABLE as e:
             if time.time() > deadline:
                 raise
-            log(f"check: an authority cannot be reached, trying again: {one_line(e)}")
+            log(f"check: an authority cannot be reached, trying again: {snapshot.one_line(e)}")
             time.sleep(1)
 
 
@@ -163,8 +156,8 @@ def run(args, seed, cluster):
     while True:
         try:
             snap = take_snapshot(cluster, deadline)
-        except (psycopg2.OperationalError, redis.exceptions.ConnectionError) as e:
-            print(f"FAIL: an authority could not be read until the deadline: {one_line(e)}; seed {seed}",
+        except snapshot.UNREACHABLE as e:
+            print(f"FAIL: an authority could not be read until the deadline: {snapshot.one_line(e)}; seed {seed}",
                   flush=True)
             return 1
         violations = checker.check(snap, history)

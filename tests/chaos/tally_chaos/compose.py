@@ -47,8 +47,8 @@ class ComposeCluster(ClusterBase):
         if missing:
             raise RuntimeError(f"containers missing (run scripts/compose-up): {missing}")
         self.wait_ready()
-        for i, port in enumerate(self.layout.pg_ports):
-            self.check_orphans_harmless(POSTGRES[i], f"host=127.0.0.1 port={port} user=postgres dbname=tally")
+        for i, container in enumerate(POSTGRES):
+            self.check_orphans_harmless(container, self.layout.conninfo(i, "tally"))
         threading.Thread(target=self.supervise, daemon=True, name="supervisor").start()
 
     def check_orphans_harmless(self, container, conninfo, timeout_s=10):
@@ -68,7 +68,7 @@ class ComposeCluster(ClusterBase):
                 c.cursor().execute("SELECT 1")
             except psycopg2.Error as e:
                 raise RuntimeError(f"{container}: an orphan's exit restarted PostgreSQL "
-                                   f"({' '.join(str(e).split())}); it must not run as PID 1") from None
+                                   f"({snapshot.one_line(e)}); it must not run as PID 1") from None
         finally:
             c.close()
 

@@ -10,6 +10,15 @@ import redis
 from tally_chaos.api import Client
 
 
+# What an authority that cannot be reached raises (a server restarting).
+UNREACHABLE = (psycopg2.OperationalError, redis.exceptions.ConnectionError)
+
+
+def one_line(error):
+    """An error's message on one line (libpq's span several)."""
+    return " ".join(str(error).split())
+
+
 def connect(conninfo):
     return psycopg2.connect(conninfo, connect_timeout=3)
 
