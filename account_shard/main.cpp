@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "account_shard/service/commit_queue.hpp"
+#include "account_shard/service/expiry_job.hpp"
 #include "account_shard/service/leadership.hpp"
 #include "account_shard/service/routes.hpp"
 #include "account_shard/store/batch.hpp"
@@ -42,6 +43,8 @@ struct settings {
   shard::commit_options commit;
   std::size_t read_pool = 4;
   std::string holder;
+  shard::expiry_options expiry;
+  bool clock_control = false;
 };
 
 settings read_settings(const config::config& cfg) {
@@ -68,6 +71,13 @@ settings read_settings(const config::config& cfg) {
   }
   s.commit.statement_timeout = std::chrono::milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
   s.read_pool = static_cast<std::size_t>(cfg.get_int("database.read_pool", 4));
+  s.expiry.interval = std::chrono::milliseconds(cfg.get_int("expiry.interval_ms", 1000));
+  s.expiry.batch = static_cast<int>(cfg.get_int("expiry.batch", 200));
+  if (s.expiry.interval.count() < 1 || s.expiry.batch < 1 || s.expiry.batch > 1000)
+    throw std::runtime_error("expiry.interval_ms must be >= 1 and expiry.batch 1 to 1000");
+  s.commit.refund_grace_ms = cfg.get_int("refund.expired_lot_grace_ms", 7LL * 24 * 3600 * 1000);
+  if (s.commit.refund_grace_ms < 0) throw std::runtime_error("refund.expired_lot_grace_ms must be >= 0");
+  s.clock_control = cfg.get_bool("testing.clock_control", false);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   s.holder = cfg.get_string("instance", std::string(host) + ":" + std::to_string(getpid()) + ":" +
@@ -91,15 +101,24 @@ struct app : service::app {
         writers_(io.get_executor(),
                  pool_options(s_.conninfo, s_.commit.workers + 1, std::string(shard::shard_writer_session_sql))),
         readers_(io.get_executor(), pool_options(s_.conninfo, s_.read_pool, "")),
-        commits_(io.get_executor(), writers_, s_.commit, metrics_, [] { std::_Exit(exit_lost_writer); }),
+        commits_(io.get_executor(), writers_, s_.commit, clock_, metrics_, [] { std::_Exit(exit_lost_writer); }),
         reads_(readers_, writers_, s_.commit.statement_timeout),
+        expiry_(io.get_executor(), commits_, reads_, clock_, s_.expiry, metrics_),
         leader_gauge_(metrics_.add_gauge("tally_shard_is_writer", "1 while this instance is the shard's writer")),
-        ctx_{commits_, reads_, metrics_, s_.token, [this] { return epoch_; }, [this] { return epoch_ > 0 && !stopping_; }} {}
+        ctx_{commits_,
+             reads_,
+             metrics_,
+             s_.token,
+             [this] { return epoch_; },
+             [this] { return epoch_ > 0 && !stopping_; },
+             clock_,
+             s_.clock_control} {}
 
   asio::awaitable<void> async_start() override {
     epoch_ = co_await lead_.async_acquire(std::chrono::milliseconds(200));
     leader_gauge_.set(1);
     commits_.start(epoch_);
+    expiry_.start();
     // The port is bound only by the writer, so clients keep one address per
     // shard and a standby takes it over when the writer dies.
     for (int attempt = 0;; ++attempt) {
@@ -130,8 +149,10 @@ struct app : service::app {
     stopping_ = true;
     log::info("shutting down: finishing in-flight requests");
     lead_.stop();
+    expiry_.stop();
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
     co_await commits_.async_drain();
+    co_await expiry_.async_stopped();
     log::info("stopped");
   }
 
@@ -141,8 +162,10 @@ struct app : service::app {
   shard::leadership lead_;
   pg::pool writers_;
   pg::pool readers_;
+  shard::shard_clock clock_;
   shard::commit_queue commits_;
   shard::queries reads_;
+  shard::expiry_job expiry_;
   metrics::gauge& leader_gauge_;
   shard::route_context ctx_;
   std::unique_ptr<http::server> server_;

@@ -4,14 +4,70 @@
 #include <nlohmann/json.hpp>
 
 #include "common/digest/digest.hpp"
+#include "common/time/rfc3339.hpp"
 #include "common/validate/fields.hpp"
 
 namespace tally::shard {
 
 namespace {
-constexpr std::array<std::string_view, 8> kind_names = {"open_account", "credit", "debit",  "hold",
-                                                        "capture",      "release", "refund", "cancel_key"};
+constexpr std::array<std::string_view, 9> kind_names = {"open_account", "credit",     "debit",
+                                                        "hold",         "capture",    "release",
+                                                        "refund",       "cancel_key", "expire"};
+constexpr std::size_t max_credit_lots = 100;
+
+std::string expiry_text(const std::optional<std::int64_t>& at) { return at ? std::to_string(*at) : "never"; }
+
+// A credit's optional lot fields: "expires_at", "rule_version", "lots".
+void read_lot_fields(const nlohmann::json& j, validate::field_reader& r, command& c) {
+  auto expiry_of = [&](const nlohmann::json& holder, const char* field, std::optional<std::int64_t>& out) {
+    auto f = holder.find(field);
+    if (f == holder.end() || f->is_null()) return true;
+    if (!f->is_string()) return r.fail(std::string(field) + " must be an RFC 3339 UTC time string");
+    out = time::parse_rfc3339_ms(f->get_ref<const std::string&>());
+    if (!out) return r.fail(std::string(field) + " must be an RFC 3339 UTC time such as 2027-01-31T00:00:00Z "
+                            "(ending in Z, at most millisecond precision)");
+    return true;
+  };
+  auto rule_of = [&](const nlohmann::json& holder, std::string& out) {
+    std::string given;
+    if (!validate::field_reader{holder, {}}.id("rule_version", given, false))
+      return r.fail("rule_version must match [A-Za-z0-9._:-]{1,64}");
+    if (!given.empty()) out = given;
+    return true;
+  };
+  if (!expiry_of(j, "expires_at", c.expires_at) || !rule_of(j, c.rule_version)) return;
+  auto lots = j.find("lots");
+  if (lots == j.end()) return;
+  if (!lots->is_array() || lots->empty() || lots->size() > max_credit_lots)
+    return (void)r.fail("lots must be an array of 1 to 100 {amount, expires_at, rule_version}");
+  if (j.contains("expires_at") || j.contains("rule_version"))
+    return (void)r.fail("lots replaces expires_at and rule_version: give one or the other");
+  std::int64_t total = 0;
+  for (const auto& l : *lots) {
+    std::string unknown;
+    if (!l.is_object() || !validate::only_fields(l, {"amount", "expires_at", "rule_version"}, unknown))
+      return (void)r.fail("lots must be an array of 1 to 100 {amount, expires_at, rule_version}");
+    lot_part part;
+    part.rule_version = "1";
+    validate::field_reader lr{l, {}};
+    if (!lr.amount("amount", part.amount)) return (void)r.fail("lots[].amount: " + lr.error);
+    if (!expiry_of(l, "expires_at", part.expires_at) || !rule_of(l, part.rule_version)) return;
+    total += part.amount;
+    c.lots.push_back(std::move(part));
+  }
+  if (total != c.amount) r.fail("lots' amounts must add up to amount");
+}
 }  // namespace
+
+std::optional<std::int64_t> lot_id_of(std::string_view biz_id) {
+  std::int64_t v = 0;
+  if (biz_id.empty() || biz_id.size() > 18 || biz_id[0] == '0') return std::nullopt;
+  for (char ch : biz_id) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
+}
 
 std::string_view to_string(command_kind k) { return kind_names[static_cast<std::size_t>(k)]; }
 
@@ -45,6 +101,17 @@ std::string request_hash(const command& c) {
   validate::append_canonical(canonical, c.target_type);
   validate::append_canonical(canonical, c.target_id);
   validate::append_canonical(canonical, c.memo);
+  // Only credits that carry lot fields add them, so every other command's
+  // hash is what it was before lots existed.
+  if (c.expires_at || c.rule_version != "1") {
+    validate::append_canonical(canonical, expiry_text(c.expires_at));
+    validate::append_canonical(canonical, c.rule_version);
+  }
+  for (const auto& l : c.lots) {
+    validate::append_canonical(canonical, std::to_string(l.amount));
+    validate::append_canonical(canonical, expiry_text(l.expires_at));
+    validate::append_canonical(canonical, l.rule_version);
+  }
   return digest::sha256_hex(canonical);
 }
 
@@ -67,10 +134,21 @@ std::variant<command, invalid_command> parse_command(const nlohmann::json& j) {
       if (c.biz_id.empty()) c.biz_id = "open";
       break;
     case command_kind::credit:
+      if (!validate::only_fields(
+              j, {"type", "tenant", "account_id", "biz_id", "amount", "memo", "expires_at", "rule_version", "lots"},
+              unknown))
+        break;
+      if (r.id("biz_id", c.biz_id) && r.amount("amount", c.amount) && r.text("memo", c.memo, 256))
+        read_lot_fields(j, r, c);
+      break;
     case command_kind::debit:
     case command_kind::hold:
       if (!validate::only_fields(j, {"type", "tenant", "account_id", "biz_id", "amount", "memo"}, unknown)) break;
       r.id("biz_id", c.biz_id) && r.amount("amount", c.amount) && r.text("memo", c.memo, 256);
+      break;
+    case command_kind::expire:
+      if (!validate::only_fields(j, {"type", "tenant", "account_id", "biz_id"}, unknown)) break;
+      if (r.id("biz_id", c.biz_id) && !lot_id_of(c.biz_id)) r.fail("an expire's biz_id is a lot id");
       break;
     case command_kind::capture:
       if (!validate::only_fields(j, {"type", "tenant", "account_id", "biz_id", "amount"}, unknown)) break;

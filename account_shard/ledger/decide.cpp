@@ -5,15 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "account_shard/ledger/names.hpp"
+#include "common/projection/next_expiry.hpp"
+#include "common/time/rfc3339.hpp"
+
 namespace tally::shard {
 
 namespace {
-template <typename E, std::size_t N>
-std::optional<E> from_names(const std::array<std::string_view, N>& names, std::string_view s) {
-  for (std::size_t i = 0; i < N; ++i)
-    if (names[i] == s) return static_cast<E>(i);
-  return std::nullopt;
-}
 constexpr std::array<std::string_view, 3> account_status_names = {"active", "frozen", "closed"};
 constexpr std::array<std::string_view, 3> op_state_names = {"succeeded", "rejected", "cancelled"};
 constexpr std::array<std::string_view, 3> hold_state_names = {"held", "captured", "released"};
@@ -67,7 +65,112 @@ void batch_state::emit(account_row& a, std::string_view type, const command& c) 
       {"status", to_string(a.status)}, {"version", a.version},
       {"cause", {{"type", to_string(c.kind)}, {"biz_id", c.biz_id}}},
   };
+  auto account_lots = lots.find(account_key(a.tenant, a.account_id));
+  payload["next_expiry"] =
+      account_lots == lots.end() ? nlohmann::json(nullptr) : next_expiry_json(account_lots->second);
   events.push_back({a.tenant, a.account_id, a.version, std::string(type), payload.dump()});
+}
+
+lot_row* batch_state::find_lot(const account_row& a, std::int64_t lot_id) {
+  auto it = lots.find(account_key(a.tenant, a.account_id));
+  if (it == lots.end()) return nullptr;
+  for (auto& l : it->second)
+    if (l.lot_id == lot_id) return &l;
+  return nullptr;
+}
+
+lot_part batch_state::grant_lot(account_row& a, const lot_part& part, lot_origin origin, const command& c) {
+  lot_row l;
+  l.tenant = a.tenant;
+  l.account_id = a.account_id;
+  l.lot_id = ++a.lot_count;
+  l.granted = l.remaining = part.amount;
+  l.expires_at = part.expires_at;
+  l.rule_version = part.rule_version;
+  l.origin = origin;
+  l.source_type = to_string(c.kind);
+  l.source_id = c.biz_id;
+  l.dirty = l.is_new = true;
+  lots[account_key(a.tenant, a.account_id)].push_back(l);
+  return {l.lot_id, l.granted, l.expires_at, l.rule_version};
+}
+
+std::optional<std::vector<lot_part>> batch_state::allocate_from(const account_row& a, std::int64_t amount) {
+  std::vector<const lot_row*> candidates;
+  if (auto it = lots.find(account_key(a.tenant, a.account_id)); it != lots.end())
+    for (const auto& l : it->second) candidates.push_back(&l);
+  return allocate(candidates, amount, now_ms);
+}
+
+std::vector<lot_part> batch_state::held_parts(const command& c) const {
+  auto it = operations.find(op_key{c.tenant, c.account_id, "hold", c.biz_id}.flat());
+  return it == operations.end() ? std::vector<lot_part>{} : it->second.lots;
+}
+
+std::vector<lot_part> batch_state::refund_to_lots(account_row& a, const operation_row& original, const command& c) {
+  std::vector<lot_part> out;
+  std::int64_t regrant = 0;
+  std::string regrant_rule = "1";
+  // An original from before lots existed names none: its refund is a new,
+  // non-expiring lot.
+  if (original.lots.empty()) return {grant_lot(a, {0, c.amount, std::nullopt, "1"}, lot_origin::refund, c)};
+  for (const auto& p : refund_parts(original.lots, original.refunded, c.amount)) {
+    lot_row* l = find_lot(a, p.lot_id);
+    if (!l) throw std::logic_error("a refund's original names a lot the batch did not read");
+    if (l->state == lot_state::expired || l->due_at(now_ms)) {
+      if (regrant == 0) regrant_rule = l->rule_version;
+      regrant += p.amount;
+      continue;
+    }
+    l->remaining += p.amount;
+    if (l->state == lot_state::exhausted) l->state = lot_state::open;
+    l->dirty = true;
+    out.push_back(p);
+  }
+  if (regrant > 0) {
+    // The part whose lot has expired goes into a new lot that expires
+    // refund.expired_lot_grace from now; the lot records that rule.
+    auto part = grant_lot(a, {0, regrant, now_ms + refund_grace_ms, regrant_rule}, lot_origin::refund, c);
+    lots[account_key(a.tenant, a.account_id)].back().grace_ms = refund_grace_ms;
+    out.push_back(part);
+  }
+  return out;
+}
+
+std::vector<lot_part> batch_state::release_parts(account_row& a, const std::vector<lot_part>& parts) {
+  std::vector<lot_part> expired;
+  for (const auto& p : parts) {
+    lot_row* l = find_lot(a, p.lot_id);
+    if (!l) throw std::logic_error("a hold names a lot the batch did not read");
+    l->held -= p.amount;
+    l->dirty = true;
+    if (l->state != lot_state::expired) continue;
+    // Its lot expired while held: the part expires now.
+    l->remaining -= p.amount;
+    l->expired += p.amount;
+    a.balance -= p.amount;
+    expired.push_back(p);
+  }
+  return expired;
+}
+
+void batch_state::record_release_expiry(account_row& a, const command& c, std::vector<lot_part> expired) {
+  if (expired.empty()) return;
+  std::int64_t total = 0;
+  for (const auto& p : expired) total += p.amount;
+  operation_row op;
+  op.key = {c.tenant, c.account_id, "expire", "hold:" + c.biz_id};
+  op.request_hash = c.request_hash;
+  op.amount = total;
+  op.ledger_seq = take_seq();
+  op.lots = std::move(expired);
+  // Its balance_after is the one after the whole command (the caller's
+  // figures); the entry's is right after this expiry.
+  ledger.push_back({*op.ledger_seq, op.key, -total, a.balance, std::nullopt});
+  op.balance_after = a.balance;
+  op.held_after = a.held;
+  op.version_after = a.version + 1;
+  record(std::move(op));
 }
 
 namespace {
@@ -83,6 +186,7 @@ reply from_operation(const operation_row& op, command_kind kind, bool replayed) 
   r.version = op.version_after;
   r.ledger_seq = op.ledger_seq;
   r.code = op.reason;
+  r.lots = op.lots;
   r.status = op.state == op_state::succeeded  ? reply_status::succeeded
              : op.state == op_state::rejected ? reply_status::rejected
                                               : reply_status::cancelled;
@@ -177,6 +281,11 @@ reply batch_state::decide(const command& c) {
       if (add_overflows(a->balance, c.amount)) return finish(op_state::rejected, "balance_overflow", a);
       a->balance += c.amount;
       op.amount = c.amount;
+      if (c.lots.empty()) {
+        op.lots.push_back(grant_lot(*a, {0, c.amount, c.expires_at, c.rule_version}, lot_origin::grant, c));
+      } else {
+        for (const auto& part : c.lots) op.lots.push_back(grant_lot(*a, part, lot_origin::transfer, c));
+      }
       op.ledger_seq = take_seq();
       ledger.push_back({*op.ledger_seq, key, c.amount, a->balance, std::nullopt});
       emit(*a, "account.credited", c);
@@ -184,6 +293,15 @@ reply batch_state::decide(const command& c) {
     }
     case command_kind::debit: {
       if (a->balance - a->held < c.amount) return finish(op_state::rejected, "insufficient_funds", a);
+      auto parts = allocate_from(*a, c.amount);
+      if (!parts) return finish(op_state::rejected, "insufficient_funds", a);
+      for (const auto& p : *parts) {
+        lot_row* l = find_lot(*a, p.lot_id);
+        l->remaining -= p.amount;
+        if (l->remaining == 0) l->state = lot_state::exhausted;
+        l->dirty = true;
+      }
+      op.lots = std::move(*parts);
       a->balance -= c.amount;
       op.amount = c.amount;
       op.ledger_seq = take_seq();
@@ -195,6 +313,14 @@ reply batch_state::decide(const command& c) {
       auto hk = hold_key(c.tenant, c.account_id, c.biz_id);
       if (holds.contains(hk)) return finish(op_state::rejected, "hold_released", a);  // a tombstone
       if (a->balance - a->held < c.amount) return finish(op_state::rejected, "insufficient_funds", a);
+      auto parts = allocate_from(*a, c.amount);
+      if (!parts) return finish(op_state::rejected, "insufficient_funds", a);
+      for (const auto& p : *parts) {
+        lot_row* l = find_lot(*a, p.lot_id);
+        l->held += p.amount;
+        l->dirty = true;
+      }
+      op.lots = std::move(*parts);
       a->held += c.amount;
       op.amount = c.amount;
       holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, c.amount, 0, hold_state::held, true, true});
@@ -210,14 +336,25 @@ reply batch_state::decide(const command& c) {
       std::int64_t take = c.amount == 0 ? hold.amount : c.amount;
       if (take > hold.amount) return finish(op_state::rejected, "capture_exceeds_hold", a);
       // A partial capture releases the rest of the hold.
+      auto split = split_capture(held_parts(c), take);
+      for (const auto& p : split.consumed) {
+        lot_row* l = find_lot(*a, p.lot_id);
+        if (!l) throw std::logic_error("a hold names a lot the batch did not read");
+        l->held -= p.amount;
+        l->remaining -= p.amount;
+        if (l->remaining == 0 && l->state == lot_state::open) l->state = lot_state::exhausted;
+        l->dirty = true;
+      }
       a->held -= hold.amount;
       a->balance -= take;
       hold.captured = take;
       hold.state = hold_state::captured;
       hold.dirty = true;
       op.amount = take;
+      op.lots = std::move(split.consumed);
       op.ledger_seq = take_seq();
       ledger.push_back({*op.ledger_seq, key, -take, a->balance, std::nullopt});
+      record_release_expiry(*a, c, release_parts(*a, split.released));
       emit(*a, "account.captured", c);
       return finish(op_state::succeeded, "", a);
     }
@@ -226,6 +363,7 @@ reply batch_state::decide(const command& c) {
       if (hold.state == hold_state::captured) return finish(op_state::rejected, "hold_captured", a);
       if (hold.state == hold_state::held) {
         a->held -= hold.amount;
+        record_release_expiry(*a, c, release_parts(*a, held_parts(c)));
         op.amount = hold.amount;
         hold.state = hold_state::released;
         hold.dirty = true;
@@ -241,6 +379,7 @@ reply batch_state::decide(const command& c) {
       if (orig.state != op_state::succeeded) return finish(op_state::rejected, "original_not_succeeded", a);
       if (orig.refunded + c.amount > orig.amount) return finish(op_state::rejected, "refund_exceeds_original", a);
       if (add_overflows(a->balance, c.amount)) return finish(op_state::rejected, "balance_overflow", a);
+      op.lots = refund_to_lots(*a, orig, c);
       orig.refunded += c.amount;
       orig.dirty = true;
       a->balance += c.amount;
@@ -248,6 +387,22 @@ reply batch_state::decide(const command& c) {
       op.ledger_seq = take_seq();
       ledger.push_back({*op.ledger_seq, key, c.amount, a->balance, orig.ledger_seq});
       emit(*a, "account.refunded", c);
+      return finish(op_state::succeeded, "", a);
+    }
+    case command_kind::expire: {
+      lot_row* l = find_lot(*a, *lot_id_of(c.biz_id));
+      if (!l || l->state != lot_state::open || !l->due_at(now_ms)) return retry("lot_not_due");
+      std::int64_t gone = l->available();
+      l->remaining -= gone;
+      l->expired += gone;
+      l->state = lot_state::expired;
+      l->dirty = true;
+      a->balance -= gone;
+      op.amount = gone;
+      op.lots.push_back({l->lot_id, gone, l->expires_at, l->rule_version});
+      op.ledger_seq = take_seq();
+      ledger.push_back({*op.ledger_seq, key, -gone, a->balance, std::nullopt});
+      emit(*a, "account.expired", c);
       return finish(op_state::succeeded, "", a);
     }
     case command_kind::open_account:
@@ -272,7 +427,30 @@ std::string reply_json(const reply& r) {
   j["held_after"] = r.held_after;
   j["version"] = r.version;
   j["ledger_seq"] = r.ledger_seq ? nlohmann::json(*r.ledger_seq) : nlohmann::json(nullptr);
+  if (r.status == reply_status::succeeded && !r.lots.empty()) {
+    auto parts = nlohmann::json::array();
+    for (const auto& p : r.lots)
+      parts.push_back({{"lot_id", p.lot_id},
+                       {"amount", p.amount},
+                       {"expires_at", p.expires_at ? nlohmann::json(time::rfc3339_ms(*p.expires_at)) : nlohmann::json()},
+                       {"rule_version", p.rule_version}});
+    j["lots"] = std::move(parts);
+  }
   return j.dump();
+}
+
+nlohmann::json next_expiry_json(const std::vector<lot_row>& lots) {
+  std::optional<std::int64_t> at;
+  std::int64_t amount = 0;
+  for (const auto& l : lots) {
+    if (l.state != lot_state::open || !l.expires_at || l.available() == 0) continue;
+    if (!at || *l.expires_at < *at) {
+      at = l.expires_at;
+      amount = 0;
+    }
+    if (*l.expires_at == *at) amount += l.available();
+  }
+  return projection::next_expiry_doc(at, amount);
 }
 
 }  // namespace tally::shard

@@ -10,7 +10,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "account_shard/ledger/command.hpp"
+#include "account_shard/ledger/lots.hpp"
 
 namespace tally::shard {
 
@@ -27,6 +30,7 @@ struct account_row {
   std::int64_t version = 0;
   bool dirty = false;   // to be written
   bool is_new = false;  // opened in this batch
+  std::int64_t lot_count = 0;  // lots granted so far: the next lot's id is lot_count + 1
 };
 
 // The stored idempotency record of one key.
@@ -45,6 +49,9 @@ struct operation_row {
   std::int64_t version_after = 0;
   std::optional<std::int64_t> ledger_seq;
   std::int64_t refunded = 0;  // debits and captures: refunded so far
+  // The lots it granted to (credit, refund), took from (debit, capture,
+  // expire) or held in (hold), in consumption order.
+  std::vector<lot_part> lots;
   bool is_new = false;
   bool dirty = false;
 };
@@ -104,6 +111,7 @@ struct reply {
   std::optional<std::int64_t> ledger_seq;
   std::optional<op_state> applied_state;  // already_applied: the stored outcome's state
   std::string applied_code;
+  std::vector<lot_part> lots;  // the operation's lot parts (operation_row::lots)
 };
 
 class batch_state {
@@ -113,8 +121,13 @@ class batch_state {
   std::unordered_map<std::string, hold_row> holds;  // tenant\x1faccount\x1fhold_id
   std::vector<ledger_row> ledger;
   std::vector<event_row> events;
+  // Every open lot of each account in the batch, and the lots that its
+  // holds and refunds' originals name; by account_key.
+  std::unordered_map<std::string, std::vector<lot_row>> lots;
   std::vector<std::int64_t> free_seqs;  // ledger sequence numbers reserved for this batch, ascending
   std::size_t next_seq = 0;
+  std::int64_t now_ms = 0;  // the shard's clock when the batch was read: decides which lots are due
+  std::int64_t refund_grace_ms = 7LL * 24 * 3600 * 1000;  // refund.expired_lot_grace
 
   static std::string account_key(std::string_view tenant, std::string_view account);
   static std::string hold_key(std::string_view tenant, std::string_view account, std::string_view hold);
@@ -126,9 +139,27 @@ class batch_state {
   std::int64_t take_seq();
   void record(operation_row op);
   void emit(account_row& a, std::string_view type, const command& c);
+  lot_row* find_lot(const account_row& a, std::int64_t lot_id);
+  // Grants a new lot (the next id of the account); returns its part.
+  lot_part grant_lot(account_row& a, const lot_part& part, lot_origin origin, const command& c);
+  std::optional<std::vector<lot_part>> allocate_from(const account_row& a, std::int64_t amount);
+  // A hold command's allocation: the lots its hold record names.
+  std::vector<lot_part> held_parts(const command& c) const;
+  // Gives a refund back to the lots its original consumed (or a new lot).
+  std::vector<lot_part> refund_to_lots(account_row& a, const operation_row& original, const command& c);
+  // Releases a hold's parts back to their lots; the parts of lots that
+  // expired meanwhile leave the balance (returned: what expired).
+  std::vector<lot_part> release_parts(account_row& a, const std::vector<lot_part>& parts);
+  // The entry and record of what a release expired: key (expire, hold:<id>).
+  void record_release_expiry(account_row& a, const command& c, std::vector<lot_part> expired);
 };
 
 // The wire form of a reply ({"status":...}).
 std::string reply_json(const reply& r);
+
+// {"at", "amount"} of the account's earliest expiry still to come (what
+// the next expiry will take: the open lots' unheld value at that instant),
+// or null.
+nlohmann::json next_expiry_json(const std::vector<lot_row>& lots);
 
 }  // namespace tally::shard

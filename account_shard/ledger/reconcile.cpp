@@ -9,13 +9,14 @@ namespace tally::shard {
 bool account_reconciliation::needs_freeze() const {
   if (difference != 0) return true;
   for (const auto& f : findings)
-    if (f.kind == "held_mismatch" || f.kind == "duplicate") return true;
+    if (f.kind == "held_mismatch" || f.kind == "duplicate" || f.kind == "lot_mismatch") return true;
   return false;
 }
 
 account_reconciliation reconcile_account(std::string tenant, std::string account_id, std::int64_t snapshot,
                                          std::int64_t writes_after_watermark, std::int64_t held,
-                                         std::int64_t open_holds, const std::vector<entry_view>& entries) {
+                                         std::int64_t open_holds, const std::vector<entry_view>& entries,
+                                         std::vector<finding> lot_findings) {
   account_reconciliation r{std::move(tenant), std::move(account_id), snapshot, 0, 0, writes_after_watermark, {}};
   bool has_opening = false;
   std::map<std::pair<std::string, std::string>, int> seen;
@@ -33,7 +34,19 @@ account_reconciliation reconcile_account(std::string tenant, std::string account
   r.difference = r.rebuilt - r.snapshot;
   if (r.difference != explained) r.findings.push_back({"unexplained", r.difference - explained, "", "", std::nullopt});
   if (held != open_holds) r.findings.push_back({"held_mismatch", held - open_holds, "", "", std::nullopt});
+  for (auto& f : lot_findings) r.findings.push_back(std::move(f));
   return r;
+}
+
+void find_lot_mismatches(const lot_view& lot, std::vector<finding>& out) {
+  auto mismatch = [&](std::int64_t amount) {
+    out.push_back({"lot_mismatch", amount, "lot", std::to_string(lot.lot_id), std::nullopt});
+  };
+  if (lot.remaining != lot.ops_remaining) mismatch(lot.remaining - lot.ops_remaining);
+  if (lot.held != lot.holds_held) mismatch(lot.held - lot.holds_held);
+  if (lot.expired != lot.expired_by_ops) mismatch(lot.expired - lot.expired_by_ops);
+  // The expiry job writes one entry per expired lot, and none for another.
+  if (lot.expire_entries != (lot.is_expired ? 1 : 0)) mismatch(0);
 }
 
 nlohmann::json to_json(const account_reconciliation& r) {

@@ -15,10 +15,11 @@ namespace tally::shard {
 namespace asio = boost::asio;
 
 commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_options options,
-                           metrics::registry& m, std::function<void()> on_fenced)
+                           const shard_clock& clock, metrics::registry& m, std::function<void()> on_fenced)
     : ex_(ex),
       writers_(writers),
       options_(options),
+      clock_(clock),
       on_fenced_(std::move(on_fenced)),
       drained_(ex, asio::steady_timer::time_point::max()),
       batches_(m.add_counter("tally_shard_batches_total", "Committed batches")),
@@ -149,7 +150,8 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<pending*>& batch) {
       for (auto* p : batch) finish(p, {submit_status::unavailable, {}, err.message});
       co_return;
     }
-    batch_outcome out = co_await async_run_batch(*conn, epoch_, commands, options_.statement_timeout);
+    const batch_context ctx{epoch_, clock_.now_ms(), options_.refund_grace_ms};
+    batch_outcome out = co_await async_run_batch(*conn, ctx, commands, options_.statement_timeout);
     if (!out.error) {
       batches_.inc();
       commands_.inc(batch.size());

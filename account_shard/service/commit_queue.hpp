@@ -27,6 +27,7 @@
 
 #include "account_shard/ledger/decide.hpp"
 #include "account_shard/service/batch_pick.hpp"
+#include "account_shard/service/clock.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/pg/pool.hpp"
 
@@ -37,6 +38,7 @@ struct commit_options {
   std::size_t workers = 1;
   std::chrono::milliseconds statement_timeout{5000};
   int transient_retries = 5;
+  std::int64_t refund_grace_ms = 7LL * 24 * 3600 * 1000;  // refund.expired_lot_grace
 };
 
 enum class submit_status {
@@ -54,7 +56,7 @@ struct submit_result {
 class commit_queue {
  public:
   commit_queue(boost::asio::any_io_executor ex, pg::pool& writers, commit_options options,
-               metrics::registry& metrics, std::function<void()> on_fenced);
+               const shard_clock& clock, metrics::registry& metrics, std::function<void()> on_fenced);
   void start(std::int64_t writer_epoch);
   boost::asio::awaitable<submit_result> async_submit(command c);
   // Queues every command at once (they may share batches); one result each.
@@ -84,6 +86,7 @@ class commit_queue {
   boost::asio::any_io_executor ex_;
   pg::pool& writers_;
   commit_options options_;
+  const shard_clock& clock_;
   std::function<void()> on_fenced_;
   std::int64_t epoch_ = 0;
   std::deque<pending*> queue_;

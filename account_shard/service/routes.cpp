@@ -10,6 +10,7 @@
 #include "account_shard/ledger/command.hpp"
 #include "common/http/routing.hpp"
 #include "common/log/log.hpp"
+#include "common/validate/fields.hpp"
 
 namespace tally::shard {
 
@@ -86,6 +87,20 @@ class router {
         if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
         co_return from_query(req, co_await ctx_.reads.async_entries(tenant, account, *after, static_cast<int>(*limit)));
       }
+      if (p.size() == 5 && method == bhttp::verb::get && p[4] == "lots") {
+        lot_page page;
+        auto state = query_param(t.query, "state").value_or("open");
+        auto limit = to_int(query_param(t.query, "limit").value_or("100"));
+        if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
+        if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
+        if (auto after = query_param(t.query, "after")) {
+          page.after = lot_cursor::parse(*after);
+          if (!page.after) co_return bad_request(req, "after must be a cursor from an earlier page's next");
+        }
+        page.all = state == "all";
+        page.limit = static_cast<int>(*limit);
+        co_return from_query(req, co_await ctx_.reads.async_lots(tenant, account, page));
+      }
       if (p.size() == 5 && method == bhttp::verb::get && p[4] == "holds")
         co_return from_query(req, co_await ctx_.reads.async_holds(tenant, account));
       if (p.size() == 5 && method == bhttp::verb::post && (p[4] == "freeze" || p[4] == "unfreeze")) {
@@ -126,6 +141,7 @@ class router {
     }
     if (p.size() == 2 && p[1] == "status" && method == bhttp::verb::get) co_return co_await status(req);
     if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);
+    if (p.size() == 3 && p[1] == "admin" && p[2] == "clock" && ctx_.clock_control) co_return clock(req);
     co_return http::make_error_response(req, 404, "not_found", "no such route");
   }
 
@@ -175,6 +191,21 @@ class router {
     }
     out += "]}";
     co_return http::make_json_response(req, 200, std::move(out));
+  }
+
+  // Tests move the clock that decides expiries (testing.clock_control).
+  response clock(const request& req) {
+    if (req.method() == bhttp::verb::post) {
+      auto body = http::parse_json_body(req);
+      std::int64_t offset = 0;
+      std::string unknown;
+      if (!body || !body->is_object() || !validate::only_fields(*body, {"offset_ms"}, unknown) ||
+          !validate::field_reader{*body, {}}.integer("offset_ms", offset, -(1LL << 50), 1LL << 50))
+        return bad_request(req, "body must be {\"offset_ms\": integer}");
+      ctx_.clock.set_offset_ms(offset);
+      log::warn("shard clock moved", {{"offset_ms", offset}});
+    }
+    return json(req, 200, {{"offset_ms", ctx_.clock.offset_ms()}, {"now_ms", ctx_.clock.now_ms()}});
   }
 
   route_context& ctx_;

@@ -6,18 +6,22 @@
 //   GET  /v1/accounts/{tenant}/{id}       the account
 //   GET  /v1/accounts/{tenant}/{id}/entries?after=&limit=
 //   GET  /v1/accounts/{tenant}/{id}/holds
+//   GET  /v1/accounts/{tenant}/{id}/lots?state=open|all&limit=&after=
 //   POST /v1/accounts/{tenant}/{id}/freeze | /unfreeze
 //   GET  /v1/operations/{tenant}/{id}/{biz_type}/{biz_id}
 //   GET  /v1/holds/old?older_than_ms=&limit=
 //   GET  /v1/reconciliation?watermark=&freeze=true|false&tenant=
 //   GET  /v1/status                       leader, epoch, commit figures, relay backlog
 //   POST /v1/admin/failpoints             {"spec":"before_commit=crash"}
+//   GET|POST /v1/admin/clock              {"offset_ms": N}: moves the shard's clock (only
+//                                         with testing.clock_control; else 404)
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "account_shard/service/clock.hpp"
 #include "account_shard/service/commit_queue.hpp"
 #include "account_shard/store/queries.hpp"
 #include "common/http/server.hpp"
@@ -32,6 +36,8 @@ struct route_context {
   std::string internal_token;
   std::function<std::int64_t()> writer_epoch;
   std::function<bool()> ready;
+  shard_clock& clock;
+  bool clock_control = false;
 };
 
 http::handler make_handler(route_context& ctx);

@@ -38,7 +38,14 @@ struct batch_outcome {
 // their one plan is a probe by key whatever the tables hold).
 std::vector<std::string_view> batch_statements();
 
-boost::asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, std::int64_t writer_epoch,
+// What a batch is decided under besides its rows.
+struct batch_context {
+  std::int64_t writer_epoch = 0;
+  std::int64_t now_ms = 0;  // the shard's clock: which lots are due
+  std::int64_t refund_grace_ms = 0;
+};
+
+boost::asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch_context& ctx,
                                                       std::span<const command> commands,
                                                       std::chrono::milliseconds timeout);
 

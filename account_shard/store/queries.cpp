@@ -1,11 +1,15 @@
 #include "account_shard/store/queries.hpp"
 
+#include <charconv>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
 #include "account_shard/ledger/reconcile.hpp"
 #include "account_shard/store/fence.hpp"
 #include "common/pg/transaction.hpp"
+#include "common/projection/next_expiry.hpp"
+#include "common/time/rfc3339.hpp"
 
 namespace tally::shard {
 
@@ -14,9 +18,57 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::string_view sql_account =
-    "SELECT tenant, account_id, balance, held, status, version, "
-    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
-    "FROM account WHERE tenant = $1 AND account_id = $2";
+    "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "
+    "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "nx.next_expiry_ms, nx.next_expiry_amount "
+    "FROM account a" TALLY_NEXT_EXPIRY_JOIN "WHERE a.tenant = $1 AND a.account_id = $2";
+// An account's lots in consumption order, from after the cursor ($3, $4).
+constexpr std::string_view sql_lots =
+    "SELECT lot_id, granted, remaining, held, expired, (extract(epoch FROM expires_at) * 1000)::bigint, "
+    "rule_version, state, origin, grace_ms, to_char(created_at AT TIME ZONE 'UTC', "
+    "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM lot "
+    "WHERE tenant = $1 AND account_id = $2 AND ($5 = 'all' OR state = 'open') "
+    "AND (coalesce(expires_at, 'infinity'), lot_id) > ($3::timestamptz, $4::bigint) "
+    "ORDER BY coalesce(expires_at, 'infinity'), lot_id LIMIT $6";
+// A frozen account's lots wait until it is unfrozen (its writes are refused).
+constexpr std::string_view sql_due_lots =
+    "SELECT l.tenant, l.account_id, l.lot_id FROM lot l JOIN account a USING (tenant, account_id) "
+    "WHERE l.state = 'open' AND a.status = 'active' "
+    "AND l.expires_at <= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond' ORDER BY l.expires_at LIMIT $2";
+// Per lot: its row beside what the operations that name it add up to.
+constexpr std::string_view sql_reconcile_lots =
+    "WITH parts AS (SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, (p->>0)::bigint AS lot_id, "
+    "  (p->>1)::bigint AS amount FROM operation o CROSS JOIN LATERAL jsonb_array_elements(o.lots) p "
+    "  WHERE o.state = 'succeeded' AND o.lots IS NOT NULL AND ($1::text IS NULL OR o.tenant = $1)), "
+    "by_ops AS (SELECT tenant, account_id, lot_id, "
+    "  sum(CASE WHEN biz_type IN ('credit', 'refund', 'lot_migration') THEN amount "
+    "    WHEN biz_type = 'hold' THEN 0 ELSE -amount END) AS remaining, "
+    "  sum(amount) FILTER (WHERE biz_type = 'expire') AS expired "
+    "  FROM parts GROUP BY tenant, account_id, lot_id), "
+    "by_holds AS (SELECT p.tenant, p.account_id, p.lot_id, sum(p.amount) AS held FROM parts p JOIN hold h "
+    "  ON h.tenant = p.tenant AND h.account_id = p.account_id AND h.hold_id = p.biz_id "
+    "  WHERE p.biz_type = 'hold' AND h.state = 'held' GROUP BY p.tenant, p.account_id, p.lot_id), "
+    "expiries AS (SELECT tenant, account_id, biz_id, count(*) AS n FROM ledger_entry WHERE biz_type = 'expire' "
+    "  AND ($1::text IS NULL OR tenant = $1) GROUP BY tenant, account_id, biz_id) "
+    "SELECT l.tenant, l.account_id, l.lot_id, l.remaining, l.held, l.expired, l.state, "
+    "coalesce(b.remaining, 0), coalesce(h.held, 0), coalesce(x.n, 0), coalesce(b.expired, 0) "
+    "FROM lot l LEFT JOIN by_ops b USING (tenant, account_id, lot_id) "
+    "LEFT JOIN by_holds h USING (tenant, account_id, lot_id) "
+    "LEFT JOIN expiries x ON x.tenant = l.tenant AND x.account_id = l.account_id AND x.biz_id = l.lot_id::text "
+    "WHERE $1::text IS NULL OR l.tenant = $1 ORDER BY l.tenant, l.account_id, l.lot_id";
+// Operations whose lot parts do not add up to their ledger entry.
+constexpr std::string_view sql_reconcile_allocations =
+    "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, s.total, e.delta FROM operation o "
+    "JOIN ledger_entry e ON e.seq = o.ledger_seq "
+    "CROSS JOIN LATERAL (SELECT sum((p->>1)::bigint) AS total FROM jsonb_array_elements(o.lots) p) s "
+    "WHERE o.lots IS NOT NULL AND o.state = 'succeeded' AND ($1::text IS NULL OR o.tenant = $1) "
+    "AND s.total <> abs(e.delta)";
+// Per account: what its lots add up to.
+constexpr std::string_view sql_reconcile_lot_totals =
+    "SELECT a.tenant, a.account_id, a.balance, a.held, coalesce(sum(l.remaining), 0), coalesce(sum(l.held), 0) "
+    "FROM account a LEFT JOIN lot l USING (tenant, account_id) WHERE $1::text IS NULL OR a.tenant = $1 "
+    "GROUP BY a.tenant, a.account_id, a.balance, a.held "
+    "HAVING a.balance <> coalesce(sum(l.remaining), 0) OR a.held <> coalesce(sum(l.held), 0)";
 constexpr std::string_view sql_entries =
     "SELECT seq, biz_type, biz_id, delta, balance_after, reverses, "
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
@@ -62,18 +114,46 @@ constexpr std::string_view sql_set_status =
     "  WHERE tenant = $1 AND account_id = $2 AND status <> $3 AND status <> 'closed' "
     "  RETURNING tenant, account_id, balance, held, status, version) "
     "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
-    "SELECT tenant, account_id, version, 'account.' || $3, jsonb_build_object('tenant', tenant, "
-    "'account_id', account_id, 'balance', balance, 'held', held, 'available', balance - held, 'status', status, "
-    "'version', version) FROM u";
+    "SELECT a.tenant, a.account_id, a.version, 'account.' || $3, jsonb_build_object('tenant', a.tenant, "
+    "'account_id', a.account_id, 'balance', a.balance, 'held', a.held, 'available', a.balance - a.held, "
+    "'status', a.status, 'version', a.version, 'next_expiry', CASE WHEN nx.next_expiry_ms IS NULL THEN NULL ELSE "
+    "jsonb_build_object('at', to_char(('epoch'::timestamptz + nx.next_expiry_ms * interval '1 millisecond') "
+    "AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'amount', nx.next_expiry_amount) END) "
+    "FROM u a" TALLY_NEXT_EXPIRY_JOIN;
 
 }  // namespace
+
+std::string lot_cursor::text() const {
+  return (expires_at ? std::to_string(*expires_at) : std::string("never")) + "." + std::to_string(lot_id);
+}
+
+std::optional<lot_cursor> lot_cursor::parse(std::string_view text) {
+  auto dot = text.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  auto number = [](std::string_view s, std::int64_t& v) {
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+  };
+  lot_cursor c;
+  auto at = text.substr(0, dot);
+  if (at != "never") {
+    std::int64_t ms = 0;
+    // Within PostgreSQL's timestamp range, so the cursor is always a valid time.
+    if (!number(at, ms) || ms < 0 || ms > 253402300799999) return std::nullopt;
+    c.expires_at = ms;
+  }
+  if (!number(text.substr(dot + 1), c.lot_id) || c.lot_id < 0) return std::nullopt;
+  return c;
+}
 
 nlohmann::json account_json(const pg::result& r, int row, int c) {
   auto balance = r.int64(row, c + 2);
   auto held = r.int64(row, c + 3);
-  return {{"tenant", r.text(row, c)},      {"account_id", r.text(row, c + 1)}, {"balance", balance},
-          {"held", held},                  {"available", balance - held},      {"status", r.text(row, c + 4)},
-          {"version", r.int64(row, c + 5)}, {"updated_at", r.text(row, c + 6)}};
+  nlohmann::json j = {{"tenant", r.text(row, c)},      {"account_id", r.text(row, c + 1)}, {"balance", balance},
+                      {"held", held},                  {"available", balance - held},      {"status", r.text(row, c + 4)},
+                      {"version", r.int64(row, c + 5)}, {"updated_at", r.text(row, c + 6)}};
+  j["next_expiry"] = projection::next_expiry_doc(r.opt_int64(row, c + 7), r.opt_int64(row, c + 8).value_or(0));
+  return j;
 }
 
 asio::awaitable<pg::error> queries::async_read(std::span<const pg::statement> statements,
@@ -181,6 +261,8 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
     std::vector<pg::result> rs;
     if ((out.error = co_await conn->async_pipeline(start, rs, timeout_))) co_return out;
     w = watermark.value_or(rs[1].int64(0, 0));
+    std::map<std::pair<std::string, std::string>, std::vector<finding>> lot_findings;
+    if ((out.error = co_await async_lot_findings(*conn, tenant, lot_findings))) co_return out;
     pg::result totals;
     std::vector<pg::param> totals_params{std::to_string(w), tenant};
     if ((out.error = co_await conn->async_exec(sql_reconcile_totals, std::move(totals_params), totals, timeout_)))
@@ -191,7 +273,9 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
                    after = totals.int64(i, 5), open_holds = totals.int64(i, 6), dups = totals.int64(i, 7);
       bool has_opening = totals.boolean(i, 8);
       std::int64_t snapshot = balance - after;
-      if (upto == snapshot && held == open_holds && dups == 0 && has_opening) continue;
+      auto lots = lot_findings.find({std::string(totals.text(i, 0)), std::string(totals.text(i, 1))});
+      const bool lots_agree = lots == lot_findings.end();
+      if (upto == snapshot && held == open_holds && dups == 0 && has_opening && lots_agree) continue;
       // Only accounts that differ are read entry by entry for classification.
       pg::result entries;
       std::vector<pg::param> params{std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
@@ -203,7 +287,8 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
         views.push_back({entries.int64(k, 0), std::string(entries.text(k, 1)), std::string(entries.text(k, 2)),
                          entries.int64(k, 3), entries.opt_int64(k, 4)});
       differing.push_back(reconcile_account(std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
-                                            snapshot, after, held, open_holds, views));
+                                            snapshot, after, held, open_holds, views,
+                                            lots_agree ? std::vector<finding>{} : std::move(lots->second)));
     }
     co_await pg::async_rollback(*conn, timeout_);
   }
@@ -225,6 +310,89 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
               {"differences", report.size()},
               {"accounts_with_differences", std::move(report)},
               {"frozen", std::move(frozen)}};
+  co_return out;
+}
+
+asio::awaitable<pg::error> queries::async_lot_findings(
+    pg::connection& conn, const std::optional<std::string>& tenant,
+    std::map<std::pair<std::string, std::string>, std::vector<finding>>& out) {
+  std::vector<pg::statement> st{{sql_reconcile_lots, {tenant}},
+                                {sql_reconcile_allocations, {tenant}},
+                                {sql_reconcile_lot_totals, {tenant}}};
+  std::vector<pg::result> rs;
+  if (auto err = co_await conn.async_pipeline(st, rs, timeout_)) co_return err;
+  const auto& lots = rs[0];
+  for (int i = 0; i < lots.rows(); ++i) {
+    lot_view v{lots.int64(i, 2), lots.int64(i, 3), lots.int64(i, 4), lots.int64(i, 5), lots.text(i, 6) == "expired",
+               lots.int64(i, 7), lots.int64(i, 8), lots.int64(i, 9),  lots.int64(i, 10)};
+    std::vector<finding> found;
+    find_lot_mismatches(v, found);
+    if (found.empty()) continue;
+    auto& list = out[{std::string(lots.text(i, 0)), std::string(lots.text(i, 1))}];
+    list.insert(list.end(), found.begin(), found.end());
+  }
+  const auto& allocations = rs[1];
+  for (int i = 0; i < allocations.rows(); ++i)
+    out[{std::string(allocations.text(i, 0)), std::string(allocations.text(i, 1))}].push_back(
+        {"lot_mismatch", allocations.int64(i, 4) - std::abs(allocations.int64(i, 5)),
+         std::string(allocations.text(i, 2)), std::string(allocations.text(i, 3)), std::nullopt});
+  const auto& totals = rs[2];
+  for (int i = 0; i < totals.rows(); ++i) {
+    auto& list = out[{std::string(totals.text(i, 0)), std::string(totals.text(i, 1))}];
+    if (totals.int64(i, 2) != totals.int64(i, 4))
+      list.push_back({"lot_mismatch", totals.int64(i, 2) - totals.int64(i, 4), "", "", std::nullopt});
+    if (totals.int64(i, 3) != totals.int64(i, 5))
+      list.push_back({"lot_mismatch", totals.int64(i, 3) - totals.int64(i, 5), "", "", std::nullopt});
+  }
+  co_return pg::error{};
+}
+
+asio::awaitable<query_result> queries::async_lots(std::string tenant, std::string account_id, lot_page page) {
+  query_result out;
+  const std::string after_at = !page.after ? "-infinity"
+                               : page.after->expires_at ? time::rfc3339_ms(*page.after->expires_at)
+                                                        : "infinity";
+  const std::string after_id = page.after ? std::to_string(page.after->lot_id) : "0";
+  std::vector<pg::statement> st{
+      {sql_account, {tenant, account_id}},
+      {sql_lots, {tenant, account_id, after_at, after_id, page.all ? "all" : "open", std::to_string(page.limit)}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  out.found = rs[0].rows() == 1;
+  if (!out.found) co_return out;
+  const auto& r = rs[1];
+  auto lots = nlohmann::json::array();
+  for (int i = 0; i < r.rows(); ++i) {
+    auto expires = r.opt_int64(i, 5);
+    nlohmann::json l = {{"lot_id", r.int64(i, 0)},
+                        {"granted", r.int64(i, 1)},
+                        {"remaining", r.int64(i, 2)},
+                        {"held", r.int64(i, 3)},
+                        {"expired", r.int64(i, 4)},
+                        {"expires_at", expires ? nlohmann::json(time::rfc3339_ms(*expires)) : nlohmann::json()},
+                        {"rule_version", r.text(i, 6)},
+                        {"state", r.text(i, 7)},
+                        {"origin", r.text(i, 8)},
+                        {"created_at", r.text(i, 10)}};
+    if (auto grace = r.opt_int64(i, 9)) l["grace_ms"] = *grace;
+    lots.push_back(std::move(l));
+  }
+  nlohmann::json next = nullptr;
+  if (r.rows() == page.limit) {
+    auto last = r.rows() - 1;
+    next = lot_cursor{r.opt_int64(last, 5), r.int64(last, 0)}.text();
+  }
+  out.body = {{"lots", std::move(lots)}, {"next", std::move(next)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_due_lots(std::int64_t now_ms, int limit) {
+  query_result out;
+  std::vector<pg::statement> st{{sql_due_lots, {std::to_string(now_ms), std::to_string(limit)}}};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  out.body = nlohmann::json::array();
+  for (int i = 0; i < rs[0].rows(); ++i) out.body.push_back({rs[0].text(i, 0), rs[0].text(i, 1), rs[0].int64(i, 2)});
   co_return out;
 }
 

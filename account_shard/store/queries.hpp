@@ -2,6 +2,7 @@
 // Read-side queries and the operator's writes (freeze/unfreeze) of a shard.
 // Results come back as JSON text for the HTTP layer.
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -11,9 +12,25 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "account_shard/ledger/reconcile.hpp"
 #include "common/pg/pool.hpp"
 
 namespace tally::shard {
+
+// Where a page of lots ends: its last lot's expiry (none: never) and id.
+// As text "<unix ms>.<lot id>", or "never.<lot id>".
+struct lot_cursor {
+  std::optional<std::int64_t> expires_at;
+  std::int64_t lot_id = 0;
+  std::string text() const;
+  static std::optional<lot_cursor> parse(std::string_view text);
+};
+
+struct lot_page {
+  bool all = false;  // every state, else open lots only
+  std::optional<lot_cursor> after;
+  int limit = 100;
+};
 
 struct query_result {
   pg::error error;
@@ -30,6 +47,10 @@ class queries {
   boost::asio::awaitable<query_result> async_entries(std::string tenant, std::string account_id, std::int64_t after,
                                                      int limit);
   boost::asio::awaitable<query_result> async_holds(std::string tenant, std::string account_id);
+  // The account's lots in consumption order.
+  boost::asio::awaitable<query_result> async_lots(std::string tenant, std::string account_id, lot_page page);
+  // Open lots whose expiry has come by `now_ms`, earliest first: body [[tenant, account, lot_id], ...].
+  boost::asio::awaitable<query_result> async_due_lots(std::int64_t now_ms, int limit);
   boost::asio::awaitable<query_result> async_operation(std::string tenant, std::string account_id,
                                                        std::string biz_type, std::string biz_id);
   boost::asio::awaitable<query_result> async_old_holds(std::int64_t older_than_ms, int limit);
@@ -47,6 +68,9 @@ class queries {
                                                         std::string status, std::int64_t writer_epoch);
 
  private:
+  boost::asio::awaitable<pg::error> async_lot_findings(
+      pg::connection& conn, const std::optional<std::string>& tenant,
+      std::map<std::pair<std::string, std::string>, std::vector<finding>>& out);
   boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements,
                                                std::vector<pg::result>& out);
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/projection/next_expiry.hpp"
 #include "common/time/rfc3339.hpp"
 
 namespace tally::relay {
@@ -55,8 +56,10 @@ constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "ag
 constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version");
 #undef TALLY_OUTBOX_AFTER
 constexpr std::string_view sql_accounts =
-    "SELECT tenant, account_id, version, balance, held, status, floor(extract(epoch FROM updated_at) * 1000)::bigint"
-    " FROM account WHERE (tenant, account_id) > ($1, $2) ORDER BY tenant, account_id LIMIT $3";
+    "SELECT a.tenant, a.account_id, a.version, a.balance, a.held, a.status,"
+    " floor(extract(epoch FROM a.updated_at) * 1000)::bigint, nx.next_expiry_ms, nx.next_expiry_amount"
+    " FROM account a" TALLY_NEXT_EXPIRY_JOIN
+    "WHERE (a.tenant, a.account_id) > ($1, $2) ORDER BY a.tenant, a.account_id LIMIT $3";
 // A saga's document is the payload of its latest event.
 constexpr std::string_view sql_sagas =
     "SELECT DISTINCT ON (saga_id) tenant, saga_id, saga_version, payload::text FROM outbox_event"
@@ -157,10 +160,11 @@ asio::awaitable<pg::error> outbox_reader::async_snapshot(const object_state* aft
     if (shard) {
       const auto balance = r.int64(i, 3), held = r.int64(i, 4);
       s.kind = object_kind::account;
-      s.doc = nlohmann::json{{"account_id", s.object_id}, {"balance", balance},   {"held", held},
+      nlohmann::json doc{{"account_id", s.object_id}, {"balance", balance},   {"held", held},
                              {"available", balance - held}, {"status", r.text(i, 5)}, {"version", s.version},
-                             {"updated_at", time::rfc3339_ms(r.int64(i, 6))}}
-                  .dump();
+                             {"updated_at", time::rfc3339_ms(r.int64(i, 6))}};
+      doc["next_expiry"] = projection::next_expiry_doc(r.opt_int64(i, 7), r.opt_int64(i, 8).value_or(0));
+      s.doc = doc.dump();
     } else {
       s.kind = object_kind::saga;
       s.doc = r.text(i, 3);

@@ -35,13 +35,15 @@ json valid(command_kind k) {
     case command_kind::cancel_key:
       return {{"type", "cancel_key"}, {"tenant", "t1"}, {"account_id", "a1"}, {"target_type", "credit"},
               {"target_id", "c1"}};
+    case command_kind::expire:
+      return {{"type", "expire"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "3"}};
   }
   return {};
 }
 
 const command_kind all_kinds[] = {command_kind::open_account, command_kind::credit,  command_kind::debit,
                                   command_kind::hold,         command_kind::capture, command_kind::release,
-                                  command_kind::refund,       command_kind::cancel_key};
+                                  command_kind::refund,       command_kind::cancel_key, command_kind::expire};
 
 // The parsed command, or a test failure naming the parse error.
 command ok(const json& j) {

@@ -108,7 +108,17 @@ class Decide : public ::testing::Test {
   // An existing account, as loaded under lock.
   account_row& add_account(const std::string& id, std::int64_t balance, std::int64_t held = 0,
                            std::int64_t version = 1, account_status status = account_status::active) {
-    account_row a{"t1", id, balance, held, status, version, false, false};
+    account_row a{"t1", id, balance, held, status, version, false, false, 0};
+    if (balance > 0) {
+      // Its value in one non-expiring lot, as the migration leaves it.
+      lot_row l;
+      l.tenant = "t1";
+      l.account_id = id;
+      l.lot_id = a.lot_count = 1;
+      l.granted = l.remaining = balance;
+      l.held = held;
+      st.lots[batch_state::account_key("t1", id)] = {l};
+    }
     return st.accounts.insert_or_assign(batch_state::account_key("t1", id), a).first->second;
   }
   // A stored operation, as loaded under lock.
@@ -125,6 +135,9 @@ class Decide : public ::testing::Test {
   }
   hold_row& add_hold(const std::string& id, std::int64_t amount, hold_state state = hold_state::held) {
     hold_row h{"t1", "a1", id, amount, 0, state, false, false};
+    // Its record, naming the lot it holds in.
+    if (state == hold_state::held)
+      add_operation(hold(id, amount), op_state::succeeded, amount, 0).lots = {{1, amount, std::nullopt, "1"}};
     return st.holds.insert_or_assign(batch_state::hold_key("t1", "a1", id), h).first->second;
   }
 
@@ -878,7 +891,8 @@ TEST_F(Decide, OpenAccountCreatesVersionOneWithOpeningEntry) {
   EXPECT_EQ(st.events[0].tenant, "t1");
   EXPECT_EQ(st.events[0].account_id, "a1");
   EXPECT_EQ(json::parse(st.events[0].payload), json::parse(R"({"tenant":"t1","account_id":"a1","balance":0,
-    "held":0,"available":0,"status":"active","version":1,"cause":{"type":"open_account","biz_id":"open"}})"));
+    "held":0,"available":0,"status":"active","version":1,"cause":{"type":"open_account","biz_id":"open"},
+    "next_expiry":null})"));
 
   // Opening again with the same key is a replay.
   reply again = st.decide(open_cmd("a1"));
@@ -951,7 +965,8 @@ TEST_F(Decide, EveryStateChangeEmitsOneEventWithConsecutiveVersions) {
 
   // The payload is the account after the change, with its cause.
   EXPECT_EQ(json::parse(st.events[2].payload), json::parse(R"({"tenant":"t1","account_id":"a1","balance":100,
-    "held":30,"available":70,"status":"active","version":3,"cause":{"type":"hold","biz_id":"h1"}})"));
+    "held":30,"available":70,"status":"active","version":3,"cause":{"type":"hold","biz_id":"h1"},
+    "next_expiry":null})"));
   EXPECT_EQ(json::parse(st.events[4].payload)["balance"], 70);
   EXPECT_EQ(json::parse(st.events[4].payload)["held"], 0);
 
@@ -989,11 +1004,21 @@ TEST(ReplyJson, SucceededShape) {
   batch_state st;
   st.free_seqs = {77};
   st.accounts.emplace(batch_state::account_key("t1", "a1"),
-                      account_row{"t1", "a1", 100, 10, account_status::active, 3, false, false});
+                      account_row{"t1", "a1", 100, 10, account_status::active, 3, false, false, 1});
+  lot_row lot;
+  lot.tenant = "t1";
+  lot.account_id = "a1";
+  lot.lot_id = 1;
+  lot.granted = lot.remaining = 100;
+  lot.held = 10;
+  lot.expires_at = 1798761600000;  // 2027-01-01
+  lot.rule_version = "r7";
+  st.lots[batch_state::account_key("t1", "a1")] = {lot};
   reply r = st.decide(parse(
       json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}}));
   EXPECT_EQ(json::parse(reply_json(r)), json::parse(R"({"status":"succeeded","command":"debit","biz_id":"d1",
-    "replayed":false,"amount":80,"balance_after":20,"held_after":10,"version":4,"ledger_seq":77})"));
+    "replayed":false,"amount":80,"balance_after":20,"held_after":10,"version":4,"ledger_seq":77,
+    "lots":[{"lot_id":1,"amount":80,"expires_at":"2027-01-01T00:00:00.000Z","rule_version":"r7"}]})"));
 }
 
 TEST(ReplyJson, RejectedShapeHasNullLedgerSeq) {

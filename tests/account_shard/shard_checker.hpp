@@ -1,7 +1,8 @@
 #pragma once
 // Checks promises 1-3 and 7 of DESIGN.md on one shard database, straight
 // from its tables: nothing negative, one effect per key, balance equals its
-// ledger, held equals the open holds, one outbox event per account version.
+// ledger, held equals the open holds, one outbox event per account version;
+// and the lots: they add up to balance and held, one expire entry per expired lot.
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ inline std::vector<std::string> check_shard_promises(const std::string& db) {
               "HAVING count(e.id) <> a.version OR count(DISTINCT e.aggregate_version) <> a.version "
               "OR coalesce(max(e.aggregate_version), 0) <> a.version");
   expect_none("refunded beyond original", "SELECT biz_type, biz_id FROM operation WHERE refunded > amount");
+  expect_none("lots != balance or held",
+              "SELECT a.tenant, a.account_id, a.balance, a.held, coalesce(sum(l.remaining), 0), "
+              "coalesce(sum(l.held), 0) FROM account a LEFT JOIN lot l USING (tenant, account_id) "
+              "GROUP BY a.tenant, a.account_id, a.balance, a.held "
+              "HAVING a.balance <> coalesce(sum(l.remaining), 0) OR a.held <> coalesce(sum(l.held), 0)");
+  expect_none("expired lot without exactly one expire entry",
+              "SELECT l.tenant, l.account_id, l.lot_id, count(e.seq) FROM lot l LEFT JOIN ledger_entry e "
+              "ON e.tenant = l.tenant AND e.account_id = l.account_id AND e.biz_type = 'expire' "
+              "AND e.biz_id = l.lot_id::text GROUP BY l.tenant, l.account_id, l.lot_id, l.state "
+              "HAVING count(e.seq) <> (CASE WHEN l.state = 'expired' THEN 1 ELSE 0 END)");
   return violations;
 }
 

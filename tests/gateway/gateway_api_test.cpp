@@ -414,7 +414,7 @@ TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
   auto current = next_state(ws);  // the current state first
   EXPECT_EQ(current["type"], "account") << current;
-  EXPECT_EQ(current["account"]["balance"], 100);
+  EXPECT_EQ(current["account"]["balance"], 100) << current;
   std::int64_t version = current["account"]["version"];
   auto held = post("/v1/deductions", {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   const std::string saga = held.json()["saga_id"];

@@ -1,0 +1,259 @@
+// Grant lots and their expiry on a real shard and PostgreSQL: consumption
+// order, expiry at a given instant (the shard's clock moved through
+// /v1/admin/clock), expiry racing concurrent deductions, a transfer's
+// expiries kept, refunds into expired lots, and reconciliation of lots.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/time/rfc3339.hpp"
+#include "tests/account_shard/shard_fixture.hpp"
+
+namespace tally::test {
+namespace {
+
+std::int64_t system_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// Whole seconds, so that every figure is exact in both directions.
+std::int64_t in_hours(double hours) { return (system_ms() / 1000 + static_cast<std::int64_t>(hours * 3600)) * 1000; }
+
+class LotsTest : public ShardTest {
+ protected:
+  void SetUp() override {
+    ShardTest::SetUp();
+    // The expiry job every 20 ms; the shard's clock movable; a short grace for refunds into expired lots.
+    restart({"--testing.clock_control=true", "--expiry.interval_ms=20", "--refund.expired_lot_grace_ms=3600000"});
+  }
+  // Moves the shard's clock to `at` (unix ms).
+  void set_clock(std::int64_t at) {
+    json body{{"offset_ms", at - system_ms()}};
+    auto r = client_->call("POST", "/v1/admin/clock", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  json credit(const std::string& account, const std::string& id, std::int64_t amount,
+              std::optional<std::int64_t> expires_at) {
+    json extra = json::object();
+    if (expires_at) extra["expires_at"] = time::rfc3339_ms(*expires_at);
+    return send(command("credit", account, id, amount, extra));
+  }
+  json lots(const std::string& account, const std::string& query = "state=all") {
+    auto r = client_->call("GET", "/v1/accounts/t1/" + account + "/lots?" + query);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json();
+  }
+  json lot(const std::string& account, std::int64_t id) {
+    const auto all = lots(account);
+    for (const auto& l : all["lots"])
+      if (l["lot_id"] == id) return l;
+    ADD_FAILURE() << "no lot " << id << " on " << account;
+    return {};
+  }
+  void expect_reconciled() {
+    auto report = client_->call("GET", "/v1/reconciliation?freeze=false").json();
+    EXPECT_EQ(report["differences"], 0) << report.dump();
+  }
+};
+
+TEST_F(LotsTest, DebitsTakeFirstToExpireAcrossThreeLots) {
+  open("alice");
+  const auto late = in_hours(3), early = in_hours(1);
+  credit("alice", "c1", 10, late);
+  credit("alice", "c2", 10, std::nullopt);
+  credit("alice", "c3", 10, early);
+  auto d = send(command("debit", "alice", "d1", 15));
+  ASSERT_EQ(d["status"], "succeeded") << d.dump();
+  ASSERT_EQ(d["lots"].size(), 2u) << d.dump();
+  EXPECT_EQ(d["lots"][0]["lot_id"], 3);
+  EXPECT_EQ(d["lots"][0]["amount"], 10);
+  EXPECT_EQ(d["lots"][1]["lot_id"], 1);
+  EXPECT_EQ(d["lots"][1]["amount"], 5);
+
+  // Read back from the database: consumption order, states, figures.
+  auto all = lots("alice")["lots"];
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]["lot_id"], 3);
+  EXPECT_EQ(all[0]["state"], "exhausted");
+  EXPECT_EQ(all[0]["expires_at"], time::rfc3339_ms(early));
+  EXPECT_EQ(all[1]["lot_id"], 1);
+  EXPECT_EQ(all[1]["remaining"], 5);
+  EXPECT_EQ(all[2]["lot_id"], 2);
+  EXPECT_TRUE(all[2]["expires_at"].is_null());
+  auto open_only = lots("alice", "state=open")["lots"];
+  EXPECT_EQ(open_only.size(), 2u);
+  // Pages of one, following next.
+  auto page = lots("alice", "state=all&limit=1");
+  std::vector<std::int64_t> seen{page["lots"][0]["lot_id"].get<std::int64_t>()};
+  while (!page["next"].is_null()) {
+    page = lots("alice", "state=all&limit=1&after=" + page["next"].get<std::string>());
+    for (const auto& l : page["lots"]) seen.push_back(l["lot_id"]);
+  }
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{3, 1, 2}));
+  auto account = client_->call("GET", "/v1/accounts/t1/alice").json();
+  EXPECT_EQ(account["next_expiry"], (json{{"at", time::rfc3339_ms(late)}, {"amount", 5}}));
+  expect_reconciled();
+}
+
+TEST_F(LotsTest, ALotExpiresAtItsInstantOnceAndOnlyItsUnheldRemainder) {
+  open("alice");
+  const auto at = in_hours(1);
+  credit("alice", "c1", 10, at);
+  set_clock(at - 2000);  // two seconds before
+  EXPECT_EQ(send(command("debit", "alice", "d1", 1))["status"], "succeeded");
+  EXPECT_EQ(send(command("hold", "alice", "h1", 3))["status"], "succeeded");
+  EXPECT_EQ(lot("alice", 1)["state"], "open");
+  EXPECT_EQ(balance("alice"), 9);
+
+  set_clock(at);
+  ASSERT_TRUE(eventually([&] { return lot("alice", 1)["state"] == "expired"; })) << lot("alice", 1).dump();
+  EXPECT_EQ(balance("alice"), 3) << "the held 3 stay until the hold ends";
+  auto entry = query_rows(db_, "SELECT delta FROM ledger_entry WHERE account_id = 'alice' AND biz_type = 'expire'");
+  ASSERT_EQ(entry.size(), 1u);
+  EXPECT_EQ(entry[0][0], "-6");
+  auto refused = send(command("debit", "alice", "d2", 1));
+  EXPECT_EQ(refused["status"], "rejected");
+  EXPECT_EQ(refused["code"], "insufficient_funds");
+  // A second expiry of the same lot is the stored one, not a second effect.
+  auto again = send(command("expire", "alice", "1"));
+  EXPECT_EQ(again["status"], "succeeded");
+  EXPECT_EQ(again["replayed"], true);
+  EXPECT_EQ(balance("alice"), 3);
+  // The held part expires when its hold is released.
+  EXPECT_EQ(send(command("release", "alice", "h1"))["status"], "succeeded");
+  EXPECT_EQ(balance("alice"), 0);
+  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM ledger_entry WHERE biz_type = 'expire'"), 2);
+  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM outbox_event WHERE event_type = 'account.expired'"), 1);
+  expect_reconciled();
+}
+
+TEST_F(LotsTest, ExpiryRacing32DeductionsNeverTakesAUnitTwice) {
+  open("alice");
+  const auto at = in_hours(1);
+  credit("alice", "c1", 100, at);
+  credit("alice", "c2", 20, std::nullopt);
+  set_clock(at - 500);
+  std::atomic<int> started{0};
+  std::vector<json> replies(32);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 32; ++i)
+    threads.emplace_back([&, i] {
+      http_client c(port_);
+      ++started;
+      replies[static_cast<std::size_t>(i)] =
+          c.call("POST", "/v1/commands", command("debit", "alice", "d" + std::to_string(i), 7).dump()).json();
+    });
+  while (started < 16) std::this_thread::yield();
+  set_clock(at);  // the expiry comes while the deductions run
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(eventually([&] { return lot("alice", 1)["state"] != "open"; }));
+  std::int64_t debited = 0;
+  for (const auto& r : replies) {
+    ASSERT_TRUE(r["status"] == "succeeded" || (r["status"] == "rejected" && r["code"] == "insufficient_funds"))
+        << r.dump();
+    if (r["status"] == "succeeded") debited += 7;
+  }
+  const auto expired = -query_int(db_, "SELECT coalesce(sum(delta), 0) FROM ledger_entry WHERE biz_type = 'expire'");
+  EXPECT_GE(balance("alice"), 0);
+  EXPECT_EQ(balance("alice") + debited + expired, 120) << "every unit is accounted for";
+  EXPECT_EQ(lot("alice", 1)["expired"], expired);
+  expect_reconciled();
+}
+
+TEST_F(LotsTest, ATransfersDestinationKeepsTheSourceExpiries) {
+  open("alice");
+  open("bob");
+  const auto soon = in_hours(1), later = in_hours(2);
+  credit("alice", "c1", 10, later);
+  credit("alice", "c2", 10, soon);
+  credit("alice", "c3", 10, std::nullopt);
+  // As the orchestrator runs a transfer: hold the source, credit the
+  // destination with the hold's lots grouped by expiry, capture.
+  auto held = send(command("hold", "alice", "t1-hold", 25));
+  ASSERT_EQ(held["status"], "succeeded");
+  json parts = json::array();
+  for (const auto& l : held["lots"]) parts.push_back({{"amount", l["amount"]}, {"expires_at", l["expires_at"]}});
+  auto credited = send(command("credit", "bob", "t1-credit", 25, {{"lots", parts}}));
+  ASSERT_EQ(credited["status"], "succeeded") << credited.dump();
+  EXPECT_EQ(send(command("capture", "alice", "t1-hold"))["status"], "succeeded");
+  auto bob = lots("bob")["lots"];
+  ASSERT_EQ(bob.size(), 3u);
+  EXPECT_EQ(bob[0]["expires_at"], time::rfc3339_ms(soon));
+  EXPECT_EQ(bob[0]["remaining"], 10);
+  EXPECT_EQ(bob[1]["expires_at"], time::rfc3339_ms(later));
+  EXPECT_EQ(bob[1]["remaining"], 10);
+  EXPECT_TRUE(bob[2]["expires_at"].is_null());
+  EXPECT_EQ(bob[2]["remaining"], 5);
+  // A replayed hold names the same lots, so a re-driven transfer credits the same split.
+  EXPECT_EQ(send(command("hold", "alice", "t1-hold", 25))["lots"], held["lots"]);
+  expect_reconciled();
+}
+
+TEST_F(LotsTest, RefundIntoAnExpiredLotGoesToAGraceLot) {
+  open("alice");
+  const auto at = in_hours(1);
+  credit("alice", "c1", 10, at);
+  credit("alice", "c2", 5, std::nullopt);
+  EXPECT_EQ(send(command("debit", "alice", "d1", 12))["status"], "succeeded");  // 10 from lot 1, 2 from lot 2
+  const auto later = at + 60'000;
+  set_clock(later);
+  auto refund = send(command("refund", "alice", "r1", 6, {{"original_type", "debit"}, {"original_id", "d1"}}));
+  ASSERT_EQ(refund["status"], "succeeded") << refund.dump();
+  // Most recently consumed first: 2 back to lot 2; the 4 that lot 1 gave go to a new lot.
+  EXPECT_EQ(lot("alice", 2)["remaining"], 5);
+  auto grace = lot("alice", 3);
+  EXPECT_EQ(grace["origin"], "refund");
+  EXPECT_EQ(grace["granted"], 4);
+  EXPECT_EQ(grace["grace_ms"], 3600000);
+  auto expires = time::parse_rfc3339_ms(grace["expires_at"].get<std::string>());
+  ASSERT_TRUE(expires.has_value());
+  EXPECT_NEAR(static_cast<double>(*expires), static_cast<double>(later + 3600000), 5000.0);
+  // Replayed: no second effect.
+  auto again = send(command("refund", "alice", "r1", 6, {{"original_type", "debit"}, {"original_id", "d1"}}));
+  EXPECT_EQ(again["replayed"], true);
+  EXPECT_EQ(balance("alice"), 9);
+  expect_reconciled();
+}
+
+TEST_F(LotsTest, BadLotInputIsRefusedAndWritesNothing) {
+  open("alice");
+  const auto before = count("operation") + count("lot") + count("ledger_entry");
+  for (const json& extra : {json{{"expires_at", "tomorrow"}}, json{{"expires_at", "2027-01-01T00:00:00+01:00"}},
+                            json{{"expires_at", 1798761600}}, json{{"rule_version", "bad version"}},
+                            json{{"lots", json::array({{{"amount", 3}}})}},
+                            json{{"lots", json::array({{{"amount", 5}, {"colour", "red"}}})}}}) {
+    auto r = client_->call("POST", "/v1/commands", command("credit", "alice", "c1", 5, extra).dump());
+    EXPECT_EQ(r.status, 400) << extra.dump() << " " << r.body;
+    EXPECT_EQ(r.json()["error"]["code"], "invalid_request");
+  }
+  EXPECT_EQ(count("operation") + count("lot") + count("ledger_entry"), before);
+  EXPECT_EQ(client_->call("GET", "/v1/accounts/t1/alice/lots?state=spent").status, 400);
+  EXPECT_EQ(client_->call("GET", "/v1/accounts/t1/alice/lots?after=x").status, 400);
+  EXPECT_EQ(client_->call("GET", "/v1/accounts/t1/nobody/lots").status, 404);
+}
+
+TEST_F(LotsTest, ReconciliationFindsALotThatDisagreesAndFreezes) {
+  open("alice");
+  credit("alice", "c1", 10, std::nullopt);
+  expect_reconciled();
+  exec_sql(db_, "UPDATE lot SET remaining = remaining - 1, granted = granted WHERE account_id = 'alice'");
+  auto report = client_->call("GET", "/v1/reconciliation").json();
+  ASSERT_EQ(report["differences"], 1) << report.dump();
+  bool found = false;
+  for (const auto& f : report["accounts_with_differences"][0]["findings"]) found |= f["class"] == "lot_mismatch";
+  EXPECT_TRUE(found) << report.dump();
+  EXPECT_EQ(query_rows(db_, "SELECT status FROM account WHERE account_id = 'alice'")[0][0], "frozen");
+  exec_sql(db_, "UPDATE lot SET remaining = remaining + 1 WHERE account_id = 'alice'");
+  EXPECT_EQ(client_->call("POST", "/v1/accounts/t1/alice/unfreeze").json()["status"], "active");
+}
+
+TEST_F(LotsTest, TheClockMovesOnlyWhenEnabled) {
+  restart();
+  EXPECT_EQ(client_->call("POST", "/v1/admin/clock", R"({"offset_ms": 1000})").status, 404);
+}
+
+}  // namespace
+}  // namespace tally::test
