@@ -91,12 +91,11 @@ class router {
         lot_page page;
         auto state = query_param(t.query, "state").value_or("open");
         auto limit = to_int(query_param(t.query, "limit").value_or("100"));
+        auto after = to_int(query_param(t.query, "after").value_or("0"));
         if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
         if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
-        if (auto after = query_param(t.query, "after")) {
-          page.after = lot_cursor::parse(*after);
-          if (!page.after) co_return bad_request(req, "after must be a cursor from an earlier page's next");
-        }
+        if (!after || *after < 0) co_return bad_request(req, "after must be a cursor from an earlier page's next");
+        page.after = *after;
         page.all = state == "all";
         page.limit = static_cast<int>(*limit);
         co_return from_query(req, co_await ctx_.reads.async_lots(tenant, account, page));

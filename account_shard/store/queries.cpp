@@ -1,6 +1,5 @@
 #include "account_shard/store/queries.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -22,14 +21,17 @@ constexpr std::string_view sql_account =
     "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
     "nx.next_expiry_ms, nx.next_expiry_amount "
     "FROM account a" TALLY_NEXT_EXPIRY_JOIN "WHERE a.tenant = $1 AND a.account_id = $2";
-// An account's lots in consumption order, from after the cursor ($3, $4).
+// An account's lots in consumption order, after lot $3 (0: from the first).
+// A lot's expiry never changes, so its id alone marks a place in the order.
 constexpr std::string_view sql_lots =
-    "SELECT lot_id, granted, remaining, held, expired, (extract(epoch FROM expires_at) * 1000)::bigint, "
-    "rule_version, state, origin, grace_ms, to_char(created_at AT TIME ZONE 'UTC', "
-    "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM lot "
-    "WHERE tenant = $1 AND account_id = $2 AND ($5 = 'all' OR state = 'open') "
-    "AND (coalesce(expires_at, 'infinity'), lot_id) > ($3::timestamptz, $4::bigint) "
-    "ORDER BY coalesce(expires_at, 'infinity'), lot_id LIMIT $6";
+    "SELECT l.lot_id, l.granted, l.remaining, l.held, l.expired, (extract(epoch FROM l.expires_at) * 1000)::bigint, "
+    "l.rule_version, l.state, l.origin, l.grace_ms, to_char(l.created_at AT TIME ZONE 'UTC', "
+    "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM lot l "
+    "LEFT JOIN lot c ON c.tenant = $1 AND c.account_id = $2 AND c.lot_id = $3 "
+    "WHERE l.tenant = $1 AND l.account_id = $2 AND ($4 = 'all' OR l.state = 'open') "
+    "AND ($3::bigint = 0 OR c.lot_id IS NOT NULL) AND (c.lot_id IS NULL OR (coalesce(l.expires_at, 'infinity'), l.lot_id) > "
+    "(coalesce(c.expires_at, 'infinity'), c.lot_id)) "
+    "ORDER BY coalesce(l.expires_at, 'infinity'), l.lot_id LIMIT $5";
 // A frozen account's lots wait until it is unfrozen (its writes are refused).
 constexpr std::string_view sql_due_lots =
     "SELECT l.tenant, l.account_id, l.lot_id FROM lot l JOIN account a USING (tenant, account_id) "
@@ -122,29 +124,6 @@ constexpr std::string_view sql_set_status =
     "FROM u a" TALLY_NEXT_EXPIRY_JOIN;
 
 }  // namespace
-
-std::string lot_cursor::text() const {
-  return (expires_at ? std::to_string(*expires_at) : std::string("never")) + "." + std::to_string(lot_id);
-}
-
-std::optional<lot_cursor> lot_cursor::parse(std::string_view text) {
-  auto dot = text.find('.');
-  if (dot == std::string_view::npos) return std::nullopt;
-  auto number = [](std::string_view s, std::int64_t& v) {
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    return ec == std::errc() && end == s.data() + s.size() && !s.empty();
-  };
-  lot_cursor c;
-  auto at = text.substr(0, dot);
-  if (at != "never") {
-    std::int64_t ms = 0;
-    // Within PostgreSQL's timestamp range, so the cursor is always a valid time.
-    if (!number(at, ms) || ms < 0 || ms > 253402300799999) return std::nullopt;
-    c.expires_at = ms;
-  }
-  if (!number(text.substr(dot + 1), c.lot_id) || c.lot_id < 0) return std::nullopt;
-  return c;
-}
 
 nlohmann::json account_json(const pg::result& r, int row, int c) {
   auto balance = r.int64(row, c + 2);
@@ -349,13 +328,9 @@ asio::awaitable<pg::error> queries::async_lot_findings(
 
 asio::awaitable<query_result> queries::async_lots(std::string tenant, std::string account_id, lot_page page) {
   query_result out;
-  const std::string after_at = !page.after ? "-infinity"
-                               : page.after->expires_at ? time::rfc3339_ms(*page.after->expires_at)
-                                                        : "infinity";
-  const std::string after_id = page.after ? std::to_string(page.after->lot_id) : "0";
   std::vector<pg::statement> st{
       {sql_account, {tenant, account_id}},
-      {sql_lots, {tenant, account_id, after_at, after_id, page.all ? "all" : "open", std::to_string(page.limit)}}};
+      {sql_lots, {tenant, account_id, std::to_string(page.after), page.all ? "all" : "open", std::to_string(page.limit)}}};
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
   out.found = rs[0].rows() == 1;
@@ -377,11 +352,9 @@ asio::awaitable<query_result> queries::async_lots(std::string tenant, std::strin
     if (auto grace = r.opt_int64(i, 9)) l["grace_ms"] = *grace;
     lots.push_back(std::move(l));
   }
+  // As the entries' cursor: the last id of a full page, as a string.
   nlohmann::json next = nullptr;
-  if (r.rows() == page.limit) {
-    auto last = r.rows() - 1;
-    next = lot_cursor{r.opt_int64(last, 5), r.int64(last, 0)}.text();
-  }
+  if (r.rows() == page.limit) next = std::to_string(r.int64(r.rows() - 1, 0));
   out.body = {{"lots", std::move(lots)}, {"next", std::move(next)}};
   co_return out;
 }

@@ -17,18 +17,9 @@
 
 namespace tally::shard {
 
-// Where a page of lots ends: its last lot's expiry (none: never) and id.
-// As text "<unix ms>.<lot id>", or "never.<lot id>".
-struct lot_cursor {
-  std::optional<std::int64_t> expires_at;
-  std::int64_t lot_id = 0;
-  std::string text() const;
-  static std::optional<lot_cursor> parse(std::string_view text);
-};
-
 struct lot_page {
-  bool all = false;  // every state, else open lots only
-  std::optional<lot_cursor> after;
+  bool all = false;        // every state, else open lots only
+  std::int64_t after = 0;  // the last lot id of the previous page; 0: from the first
   int limit = 100;
 };
 

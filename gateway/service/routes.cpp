@@ -106,6 +106,7 @@ class router {
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       if (p.size() == 3) co_return co_await account(req, *who, std::string(p[2]), params.strong);
       if (p.size() == 4 && p[3] == "entries") co_return co_await entries(req, *who, std::string(p[2]), params);
+      if (p.size() == 4 && p[3] == "lots") co_return co_await lots(req, t, *who, std::string(p[2]), params);
     }
     if (method == bhttp::verb::get && p.size() == 3 && p[1] == "sagas") {
       if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
@@ -267,12 +268,32 @@ class router {
 
   asio::awaitable<response> entries(const request& req, const principal& who, const std::string& account_id,
                                     const read_params& params) {
+    co_return co_await account_page(req, who, account_id, "entries", page_query(params));
+  }
+
+  // GET /v1/accounts/{id}/lots?state=open|all&limit=&after=: from the shard, in consumption order.
+  asio::awaitable<response> lots(const request& req, const http::target& t, const principal& who,
+                                 const std::string& account_id, const read_params& params) {
+    const auto state = http::query_param(t.query, "state").value_or("open");
+    if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
+    co_return co_await account_page(req, who, account_id, "lots",
+                                    "state=" + std::string(state) + "&" + page_query(params));
+  }
+
+  static std::string page_query(const read_params& params) {
     std::string query = "limit=" + std::to_string(params.limit.value_or(100));
     if (params.after) query += "&after=" + std::to_string(*params.after);
+    return query;
+  }
+
+  // A page of an account's rows, read from its shard.
+  asio::awaitable<response> account_page(const request& req, const principal& who, const std::string& account_id,
+                                         std::string_view what, std::string query) {
     authority_reads_.inc();
     const read_params none;
     auto r = co_await forward(req, shard_of(who, account_id), "the account's shard",
-                              "/v1/accounts/" + who.tenant + "/" + account_id + "/entries", query, none);
+                              "/v1/accounts/" + who.tenant + "/" + account_id + "/" + std::string(what),
+                              std::move(query), none);
     if (r.result_int() == 404) co_return not_found(req, "no such account");
     co_return r;
   }

@@ -143,6 +143,12 @@ outgoing_call engine::make_call(const saga& s, const call_ref& ref) const {
   c.biz_id = key;
   switch (st.op) {
     case participant_op::credit:
+      c.amount = amount_of(s, st, ref.item);
+      c.memo = s.input.memo;
+      c.expires_at = s.input.expires_at;
+      c.rule_version = s.input.rule_version;
+      c.lots = source_lots(s, ref.step);
+      break;
     case participant_op::debit:
       c.amount = amount_of(s, st, ref.item);
       c.memo = s.input.memo;
@@ -446,10 +452,35 @@ decision engine::start(saga& s, instant now) const {
   return d;
 }
 
+std::vector<lot_share> engine::source_lots(const saga& s, std::size_t credit_step) const {
+  if (workflow_.steps.at(credit_step).role != account_role::destination) return {};
+  for (std::size_t i = 0; i < credit_step; ++i) {
+    const auto& st = workflow_.steps[i];
+    if (st.op == participant_op::hold && st.role == account_role::source && !s.calls.at(i).empty())
+      return group_by_expiry(s.calls[i][0].lots);
+  }
+  return {};
+}
+
+std::vector<lot_share> group_by_expiry(const std::vector<lot_share>& shares) {
+  std::vector<lot_share> out;
+  for (const auto& l : shares) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const lot_share& o) { return o.expires_at == l.expires_at; });
+    if (same == out.end())
+      out.push_back(l);
+    else
+      same->amount += l.amount;
+  }
+  return out;
+}
+
 decision engine::on_answer(saga& s, const call_ref& ref, const answer& a, instant now) const {
   decision d;
   if (s.stage == phase::done || ref.step >= s.calls.size() || ref.item >= s.calls[ref.step].size()) return d;
   auto& cs = s.calls[ref.step][ref.item];
+  // A hold's allocation, for the credit that re-grants it (a transfer's destination).
+  if (!ref.undo && a.kind == answer_kind::succeeded && workflow_.steps[ref.step].op == participant_op::hold)
+    cs.lots = a.lots;
   note_answer(ref.undo ? cs.undo : cs.forward, workflow_.steps[ref.step], ref.undo, a, now);
   advance(s, now, d);
   return d;

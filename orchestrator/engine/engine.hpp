@@ -57,12 +57,27 @@ struct saga_item {
 };
 
 // What the saga was asked to do, with the accounts resolved per role.
+// A part of an amount by the lot it came from, as a hold's allocation
+// names it: a transfer's destination credit re-grants it with its expiry.
+struct lot_share {
+  std::int64_t amount = 0;
+  std::optional<std::int64_t> expires_at;  // unix ms; none: never expires
+  std::string rule_version = "1";
+  bool operator==(const lot_share&) const = default;
+};
+
+// A transfer's destination lots: one per distinct expiry of the source's
+// allocation, in its order, with the first share's rule version.
+std::vector<lot_share> group_by_expiry(const std::vector<lot_share>& shares);
+
 struct saga_input {
   std::string account;      // credit, deduct, refund of a deduction
   std::string source;       // transfer; refund of a transfer: the account refunded
   std::string destination;  // transfer; refund of a transfer: the account giving back
   std::int64_t amount = 0;
   std::string memo;
+  std::optional<std::int64_t> expires_at;  // credit: its lot's expiry (unix ms)
+  std::string rule_version;                // credit: its lot's rule version; empty: the default
   std::optional<std::chrono::milliseconds> hold_timeout;  // held deduction
   std::vector<saga_item> items;                           // batch_deduct
   // refund: the original saga, and the shard key its refund references
@@ -101,6 +116,7 @@ struct call_progress {
 struct call_state {
   call_progress forward;
   call_progress undo;
+  std::vector<lot_share> lots;  // a hold that succeeded: what it holds, by lot
   // Whether the forward call may have taken effect, so compensation must
   // undo or fence it off.
   bool may_have_applied() const;
@@ -161,6 +177,9 @@ struct outgoing_call {
   std::string target_id;
   std::string original_type;  // refund
   std::string original_id;
+  std::optional<std::int64_t> expires_at;  // credit: one lot with this expiry...
+  std::string rule_version;
+  std::vector<lot_share> lots;  // ...or, for a transfer's destination, these lots
   int attempt = 0;
 };
 
@@ -180,6 +199,11 @@ enum class answer_kind {
 struct answer {
   answer_kind kind = answer_kind::transport;
   std::string code;
+  std::vector<lot_share> lots;  // succeeded: the lots the command moved
+
+  answer() = default;
+  answer(answer_kind k, std::string c, std::vector<lot_share> l = {})
+      : kind(k), code(std::move(c)), lots(std::move(l)) {}
 };
 
 struct decision {
@@ -234,6 +258,8 @@ class engine {
   void expire_if_overdue(call_progress& c, const retry_policy& p, instant now) const;
   void update_attention(saga& s) const;
   outgoing_call make_call(const saga& s, const call_ref& ref) const;
+  // A destination's credit: the source hold's lots, grouped by expiry.
+  std::vector<lot_share> source_lots(const saga& s, std::size_t credit_step) const;
   std::string account_of(const saga& s, const step_def& st, std::size_t item) const;
   std::int64_t amount_of(const saga& s, const step_def& st, std::size_t item) const;
   std::size_t items_of(const saga& s, const step_def& st) const;

@@ -33,6 +33,25 @@ call_progress call_from(const json& j) {
   return c;
 }
 
+// A hold's lots: [[amount, expires_at_ms or null, rule_version], ...].
+json lots_json(const std::vector<lot_share>& lots) {
+  auto j = json::array();
+  for (const auto& l : lots) j.push_back({l.amount, l.expires_at ? json(*l.expires_at) : json(nullptr), l.rule_version});
+  return j;
+}
+
+std::vector<lot_share> lots_from(const json& j) {
+  std::vector<lot_share> out;
+  for (const auto& l : j) {
+    lot_share s;
+    s.amount = l.at(0).get<std::int64_t>();
+    if (!l.at(1).is_null()) s.expires_at = l.at(1).get<std::int64_t>();
+    s.rule_version = l.at(2).get<std::string>();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // A step's state as users see it, from its calls.
 std::string step_state(const std::vector<call_state>& calls) {
   auto all = [&](auto pred) { return std::all_of(calls.begin(), calls.end(), pred); };
@@ -66,6 +85,8 @@ json input_to_json(const saga_input& in) {
   text("destination", in.destination);
   if (in.amount != 0) j["amount"] = in.amount;
   text("memo", in.memo);
+  if (in.expires_at) j["expires_at_ms"] = *in.expires_at;
+  text("rule_version", in.rule_version);
   if (in.hold_timeout) j["hold_timeout_ms"] = in.hold_timeout->count();
   if (!in.items.empty()) {
     auto items = json::array();
@@ -85,6 +106,8 @@ saga_input input_from_json(const json& j) {
   in.destination = j.value("destination", "");
   in.amount = j.value("amount", std::int64_t{0});
   in.memo = j.value("memo", "");
+  if (j.contains("expires_at_ms")) in.expires_at = j.at("expires_at_ms").get<std::int64_t>();
+  in.rule_version = j.value("rule_version", "");
   if (j.contains("hold_timeout_ms")) in.hold_timeout = std::chrono::milliseconds(j.at("hold_timeout_ms").get<std::int64_t>());
   if (j.contains("items"))
     for (const auto& i : j.at("items")) in.items.push_back({i.at("account_id").get<std::string>(), i.at("amount").get<std::int64_t>()});
@@ -98,7 +121,11 @@ json progress_to_json(const saga& s) {
   auto steps = json::array();
   for (const auto& step : s.calls) {
     auto calls = json::array();
-    for (const auto& c : step) calls.push_back({{"f", call_json(c.forward)}, {"u", call_json(c.undo)}});
+    for (const auto& c : step) {
+      json call{{"f", call_json(c.forward)}, {"u", call_json(c.undo)}};
+      if (!c.lots.empty()) call["l"] = lots_json(c.lots);
+      calls.push_back(std::move(call));
+    }
     steps.push_back(std::move(calls));
   }
   return {{"stage", to_string(s.stage)},
@@ -123,7 +150,8 @@ bool progress_from_json(const json& j, saga& s, std::string& error) {
     s.calls.clear();
     for (const auto& step : j.at("calls")) {
       auto& calls = s.calls.emplace_back();
-      for (const auto& c : step) calls.push_back({call_from(c.at("f")), call_from(c.at("u"))});
+      for (const auto& c : step)
+        calls.push_back({call_from(c.at("f")), call_from(c.at("u")), c.contains("l") ? lots_from(c.at("l")) : std::vector<lot_share>{}});
     }
     if (s.cursor >= s.calls.size()) throw std::invalid_argument("cursor past the last step");
     return true;
@@ -140,6 +168,8 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
     case saga_type::credit:
       input = {{"account_id", in.account}, {"amount", in.amount}};
       if (!in.memo.empty()) input["memo"] = in.memo;
+      if (in.expires_at) input["expires_at"] = time::rfc3339_ms(*in.expires_at);
+      if (!in.rule_version.empty()) input["rule_version"] = in.rule_version;
       break;
     case saga_type::deduct:
       input = {{"account_id", in.account}, {"amount", in.amount}};

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/digest/digest.hpp"
+#include "common/time/rfc3339.hpp"
 #include "common/validate/fields.hpp"
 
 namespace tally::orch {
@@ -23,6 +24,11 @@ std::string hash_of(const saga_request& r) {
   append_canonical(c, r.input.destination);
   append_canonical(c, std::to_string(r.input.amount));
   append_canonical(c, r.input.memo);
+  // Only credits with lot fields add them: every other request's hash is as before lots.
+  if (r.input.expires_at || !r.input.rule_version.empty()) {
+    append_canonical(c, r.input.expires_at ? std::to_string(*r.input.expires_at) : "never");
+    append_canonical(c, r.input.rule_version);
+  }
   append_canonical(c, r.input.hold_timeout ? std::to_string(r.input.hold_timeout->count()) : "");
   append_canonical(c, r.timeout ? std::to_string(r.timeout->count()) : "");
   append_canonical(c, r.input.original_saga_id);
@@ -58,6 +64,19 @@ bool read_items(validate::field_reader& r, std::vector<saga_item>& out) {
   return true;
 }
 
+// A credit's "expires_at": RFC 3339 UTC ending in Z, at most milliseconds.
+// Whether it is still to come is the orchestrator's check (a replay of an
+// accepted credit stays a replay after its expiry).
+bool read_expiry(validate::field_reader& r, saga_input& in) {
+  auto f = r.j.find("expires_at");
+  if (f == r.j.end()) return true;
+  if (f->is_string()) in.expires_at = time::parse_rfc3339_ms(f->get_ref<const std::string&>());
+  if (!in.expires_at)
+    return r.fail("expires_at must be an RFC 3339 UTC time ending in Z with at most millisecond precision, "
+                  "such as 2027-01-31T00:00:00Z");
+  return true;
+}
+
 }  // namespace
 
 std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, std::string_view tenant,
@@ -73,9 +92,11 @@ std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, s
   switch (type) {
     case saga_type::credit:
       q.workflow = "credit";
-      if (!validate::only_fields(j, {"account_id", "amount", "biz_id", "memo"}, unknown)) break;
+      if (!validate::only_fields(j, {"account_id", "amount", "biz_id", "memo", "expires_at", "rule_version"}, unknown))
+        break;
       r.id("account_id", in.account) && r.amount("amount", in.amount) && r.id("biz_id", q.biz_id) &&
-          r.text("memo", in.memo, 256);
+          r.text("memo", in.memo, 256) && read_expiry(r, in) && r.id("rule_version", in.rule_version, false);
+      if (in.rule_version == "1") in.rule_version.clear();  // the default, hashed as when not given
       break;
     case saga_type::deduct: {
       if (!validate::only_fields(j, {"account_id", "amount", "biz_id", "hold_timeout_ms"}, unknown)) break;

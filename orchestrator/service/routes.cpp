@@ -119,6 +119,7 @@ class router {
     switch (r.kind) {
       case saga_runner::outcome::conflict: return error(req, 422, "idempotency_conflict", r.message);
       case saga_runner::outcome::not_found: return error(req, 404, "not_found", r.message);
+      case saga_runner::outcome::invalid: return error(req, 400, "invalid_request", r.message);
       case saga_runner::outcome::invalid_state:
         return error(req, 409, "invalid_state", r.message.empty() ? "the saga cannot do that in its state" : r.message);
       default: return error(req, 503, "unavailable", r.message.empty() ? "unavailable; retry" : r.message);

@@ -500,6 +500,21 @@ asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request reque
     if (resolved.kind != outcome::created) co_return resolved;
   }
   const auto t = now();
+  if (request.input.expires_at && *request.input.expires_at <= unix_ms(t)) {
+    // A new credit must expire later than now; a replay of one accepted
+    // before its expiry stays a replay.
+    saga_filter key{request.tenant, request.type, request.biz_id};
+    auto found = co_await store_.async_list(std::move(key));
+    if (!*alive) co_return result{};
+    if (found.error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
+    if (found.sagas.empty()) co_return result{outcome::invalid, std::nullopt, "expires_at must be later than now"};
+    auto existing = std::move(found.sagas.front());
+    if (existing.request_hash != request.request_hash)
+      co_return result{outcome::conflict, std::move(existing),
+                       "biz_id " + request.biz_id + " was used for another " + std::string(to_string(request.type))};
+    replayed_.inc();
+    co_return result{outcome::replayed, std::move(existing)};
+  }
   std::array<std::uint8_t, 10> random{};
   RAND_bytes(random.data(), static_cast<int>(random.size()));
   auto s = std::make_shared<saga>();

@@ -65,7 +65,7 @@ class saga_runner {
   // then gives up every lease.
   boost::asio::awaitable<void> async_stop(std::chrono::milliseconds grace);
 
-  enum class outcome { created, replayed, conflict, done, already, invalid_state, not_found, unavailable };
+  enum class outcome { created, replayed, conflict, done, already, invalid_state, not_found, unavailable, invalid };
   struct result {
     outcome kind = outcome::unavailable;
     std::optional<stored_saga> saga{};

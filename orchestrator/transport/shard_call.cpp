@@ -2,12 +2,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/time/rfc3339.hpp"
+
 namespace tally::orch {
 
 nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant) {
   nlohmann::json j = {{"type", to_string(c.op)}, {"tenant", tenant}, {"account_id", c.account}};
   switch (c.op) {
     case participant_op::credit:
+      j["biz_id"] = c.biz_id;
+      j["amount"] = c.amount;
+      if (!c.memo.empty()) j["memo"] = c.memo;
+      if (!c.lots.empty()) {
+        auto lots = nlohmann::json::array();
+        for (const auto& l : c.lots) {
+          nlohmann::json lot{{"amount", l.amount}, {"rule_version", l.rule_version}};
+          if (l.expires_at) lot["expires_at"] = time::rfc3339_ms(*l.expires_at);
+          lots.push_back(std::move(lot));
+        }
+        j["lots"] = std::move(lots);
+        break;
+      }
+      if (c.expires_at) j["expires_at"] = time::rfc3339_ms(*c.expires_at);
+      if (!c.rule_version.empty()) j["rule_version"] = c.rule_version;
+      break;
     case participant_op::debit:
       j["biz_id"] = c.biz_id;
       j["amount"] = c.amount;
@@ -36,11 +54,32 @@ nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant) {
   return j;
 }
 
+namespace {
+
+// A reply's "lots" ([{amount, expires_at, rule_version}, ...]); parts it cannot read are left out.
+std::vector<lot_share> lots_of(const nlohmann::json& r) {
+  std::vector<lot_share> out;
+  auto lots = r.find("lots");
+  if (lots == r.end() || !lots->is_array()) return out;
+  for (const auto& l : *lots) {
+    if (!l.is_object() || !l.contains("amount") || !l["amount"].is_number_integer()) continue;
+    lot_share s;
+    s.amount = l["amount"].get<std::int64_t>();
+    if (l.contains("expires_at") && l["expires_at"].is_string())
+      s.expires_at = time::parse_rfc3339_ms(l["expires_at"].get<std::string>());
+    if (l.contains("rule_version") && l["rule_version"].is_string()) s.rule_version = l["rule_version"].get<std::string>();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
 answer answer_from_result(const nlohmann::json& r) {
   if (!r.is_object() || !r.contains("status") || !r["status"].is_string()) return {answer_kind::transport, "bad_reply"};
   const auto status = r["status"].get<std::string>();
   const auto code = r.contains("code") && r["code"].is_string() ? r["code"].get<std::string>() : std::string();
-  if (status == "succeeded") return {answer_kind::succeeded, ""};
+  if (status == "succeeded") return {answer_kind::succeeded, "", lots_of(r)};
   if (status == "rejected") return {answer_kind::rejected, code.empty() ? "rejected" : code};
   if (status == "conflict") return {answer_kind::conflict, code};
   if (status == "cancelled") return {answer_kind::cancelled, ""};

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/time/rfc3339.hpp"
 #include "tests/support/stack.hpp"
 #include "tests/support/ws_client.hpp"
 
@@ -408,7 +409,11 @@ void expect_only_pings(ws_client& ws, std::chrono::milliseconds for_how_long) {
 TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
   const auto id = open_funded(100);
   // Subscribing sends the projection's state: let it catch up first, so the test knows what comes.
-  ASSERT_TRUE(eventually([&] { return call("GET", "/v1/accounts/" + id).json()["balance"] == 100; }));
+  // (A read from the projection: a missing projection is read from the shard.)
+  ASSERT_TRUE(eventually([&] {
+    auto r = call("GET", "/v1/accounts/" + id);
+    return r.header("x-tally-read") == "projection" && r.json()["balance"] == 100;
+  }));
   ws_client ws(system_->gateway_port(), "/v1/stream", {{"Authorization", std::string("Bearer ") + acme_app_key}});
   ASSERT_EQ(ws.status(), 101);
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
@@ -475,6 +480,83 @@ TEST_F(GatewayApi, StreamNeverShowsAnotherTenant) {
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
   post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique_id("c")}});
   expect_only_pings(ws, 1s);
+}
+
+// ---------------------------------------------------------------- grant lots (expiring credits)
+
+std::string hours_from_now(int hours) {
+  using namespace std::chrono;
+  const auto s = duration_cast<seconds>(system_clock::now().time_since_epoch()).count() + hours * 3600;
+  return tally::time::rfc3339_ms(s * 1000);
+}
+
+TEST_F(GatewayApi, CreditsGrantLotsConsumedFirstToExpireWithTheNextExpiryShown) {
+  const auto id = open_funded(0);
+  const auto at = hours_from_now(2);
+  auto expiring = post("/v1/credits?wait_ms=5000",
+                       {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("grant")}, {"expires_at", at},
+                        {"rule_version", "promo-7"}});
+  ASSERT_EQ(expiring.json()["state"], "completed") << expiring.body;
+  EXPECT_EQ(expiring.json()["input"]["expires_at"], at);
+  EXPECT_EQ(expiring.json()["input"]["rule_version"], "promo-7");
+  ASSERT_EQ(post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("grant")}})
+                .json()["state"],
+            "completed");
+  auto spent = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 4}, {"biz_id", unique_id("d")}});
+  ASSERT_EQ(spent.json()["state"], "completed") << spent.body;
+
+  auto lots = call("GET", "/v1/accounts/" + id + "/lots?state=all");
+  ASSERT_EQ(lots.status, 200) << lots.body;
+  const auto all = lots.json()["lots"];
+  ASSERT_EQ(all.size(), 2u) << lots.body;
+  EXPECT_EQ(all[0]["expires_at"], at);
+  EXPECT_EQ(all[0]["rule_version"], "promo-7");
+  EXPECT_EQ(all[0]["remaining"], 6) << "the expiring lot is spent first";
+  EXPECT_TRUE(all[1]["expires_at"].is_null());
+  EXPECT_EQ(all[1]["remaining"], 5);
+  EXPECT_EQ(account(id)["next_expiry"], (json{{"at", at}, {"amount", 6}}));
+  // The projection carries it too, once the relay has delivered.
+  EXPECT_TRUE(eventually([&] {
+    auto r = call("GET", "/v1/accounts/" + id);
+    return r.header("x-tally-read") == "projection" && r.json() == account(id);
+  }));
+  expect_error(call("GET", "/v1/accounts/" + id + "/lots?state=spent"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/accounts/" + unique_id("nobody") + "/lots"), 404, "not_found");
+}
+
+TEST_F(GatewayApi, ACreditWithABadOrPastExpiryIsRefusedAndChangesNothing) {
+  const auto id = open_funded(0);
+  const auto before = ledger(id);
+  for (const json& expires : {json("2020-01-01T00:00:00Z"), json(hours_from_now(-1)), json("tomorrow"),
+                              json("2030-01-01T00:00:00+01:00"), json("2030-01-01T00:00:00.1234Z"), json(1900000000)}) {
+    const auto biz = unique_id("late");
+    expect_error(post("/v1/credits", {{"account_id", id}, {"amount", 5}, {"biz_id", biz}, {"expires_at", expires}}),
+                 400, "invalid_request");
+    EXPECT_EQ(call("GET", "/v1/sagas?type=credit&biz_id=" + biz).json()["sagas"].size(), 0u) << expires;
+  }
+  EXPECT_EQ(ledger(id), before);
+  EXPECT_EQ(call("GET", "/v1/accounts/" + id + "/lots?state=all").json()["lots"].size(), 0u);
+}
+
+TEST_F(GatewayApi, ATransferKeepsItsSourcesExpiries) {
+  const auto from = open_funded(0), to = open_funded(0);
+  const auto soon = hours_from_now(1), later = hours_from_now(3);
+  for (const auto& [amount, expires] : {std::pair{10, json(later)}, std::pair{10, json(soon)}, std::pair{10, json()}}) {
+    json body{{"account_id", from}, {"amount", amount}, {"biz_id", unique_id("grant")}};
+    if (!expires.is_null()) body["expires_at"] = expires;
+    ASSERT_EQ(post("/v1/credits?wait_ms=5000", body).json()["state"], "completed");
+  }
+  auto t = post("/v1/transfers?wait_ms=5000", {{"from_account", from}, {"to_account", to}, {"amount", 25},
+                                              {"biz_id", unique_id("t")}});
+  ASSERT_EQ(t.json()["state"], "completed") << t.body;
+  const auto lots = call("GET", "/v1/accounts/" + to + "/lots").json()["lots"];
+  ASSERT_EQ(lots.size(), 3u) << lots;
+  EXPECT_EQ(lots[0]["expires_at"], soon);
+  EXPECT_EQ(lots[0]["remaining"], 10);
+  EXPECT_EQ(lots[1]["expires_at"], later);
+  EXPECT_EQ(lots[1]["remaining"], 10);
+  EXPECT_TRUE(lots[2]["expires_at"].is_null());
+  EXPECT_EQ(lots[2]["remaining"], 5);
 }
 
 }  // namespace

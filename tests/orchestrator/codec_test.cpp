@@ -45,7 +45,8 @@ TEST(StoredSaga, RoundTripsExactlyAfterEveryEvent) {
   auto s = transfer_saga("sg_01CODEC");
   e.start(s, t0);
   EXPECT_EQ(reloaded(s), s);
-  e.on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
+  e.on_answer(s, {0, 0, false}, {answer_kind::succeeded, "", {{20, 5000, "p"}, {10, std::nullopt, "1"}}}, t0 + 5ms);
+  ASSERT_EQ(s.calls[0][0].lots.size(), 2u);
   EXPECT_EQ(reloaded(s), s);
   e.on_answer(s, {1, 0, false}, {answer_kind::transport, "timeout"}, t0 + 20ms);
   EXPECT_EQ(reloaded(s), s);
@@ -67,6 +68,8 @@ TEST(StoredSaga, RoundTripsExactlyAfterEveryEvent) {
   held.input.original_type = "debit";
   held.input.original_key = "sg_0";
   held.input.memo = "m";
+  held.input.expires_at = 1798761600000;
+  held.input.rule_version = "r3";
   auto h = engine_for("deduct_held");
   h.start(held, t0);
   h.on_answer(held, {0, 0, false}, ok(), t0 + 1ms);

@@ -24,6 +24,28 @@ saga credit_in_flight(const engine& e, instant held = t0 + 5ms) {
   return s;
 }
 
+TEST(Transfer, TheDestinationCreditCarriesTheHoldsLotsGroupedByExpiry) {
+  auto e = engine_for("transfer");
+  auto s = transfer_saga();
+  e.start(s, t0);
+  const std::vector<lot_share> held = {{10, 5000, "a"}, {5, 5000, "b"}, {10, 9000, "c"}, {5, std::nullopt, "d"}};
+  auto d = e.on_answer(s, {0, 0, false}, {answer_kind::succeeded, "", held}, t0 + 5ms);
+  EXPECT_EQ(s.calls[0][0].lots, held);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::credit);
+  EXPECT_EQ(d.send[0].lots, (std::vector<lot_share>{{15, 5000, "a"}, {10, 9000, "c"}, {5, std::nullopt, "d"}}));
+  // A plain credit carries its own expiry, no lots.
+  auto c = engine_for("credit");
+  auto credit = one_account("sg_01CREDIT", "carol", 5);
+  credit.input.expires_at = 7000;
+  credit.input.rule_version = "r2";
+  auto first = c.start(credit, t0);
+  ASSERT_EQ(first.send.size(), 1u);
+  EXPECT_EQ(first.send[0].expires_at, 7000);
+  EXPECT_EQ(first.send[0].rule_version, "r2");
+  EXPECT_TRUE(first.send[0].lots.empty());
+}
+
 TEST(Backoff, DoublesFromTheInitialDelayWithJitterAndStopsAtTheCap) {
   retry_policy p;
   p.initial_backoff = 100ms;

@@ -1,6 +1,7 @@
 // Saga requests: validation, the workflow each maps to, and the request hash.
 #include "orchestrator/saga/request.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@ namespace tally::orch {
 namespace {
 
 using json = nlohmann::json;
+using ::testing::HasSubstr;
 
 saga_request ok(saga_type t, const json& body, std::string_view tenant = "t1") {
   auto r = parse_saga_request(t, tenant, body);
@@ -77,6 +79,29 @@ TEST(SagaRequest, HashCoversTheSemanticFieldsOnly) {
   auto c = ok(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "x"}});
   auto d = ok(saga_type::deduct, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "x"}});
   EXPECT_NE(c.request_hash, d.request_hash);
+}
+
+TEST(SagaRequest, ACreditsExpiryAndRuleVersionAreReadAndHashed) {
+  const json plain{{"account_id", "a"}, {"amount", 5}, {"biz_id", "x"}};
+  auto expiring = plain;
+  expiring["expires_at"] = "2027-01-01T00:00:00.250Z";
+  auto c = ok(saga_type::credit, expiring);
+  EXPECT_EQ(c.input.expires_at, 1798761600250);
+  EXPECT_NE(c.request_hash, ok(saga_type::credit, plain).request_hash);
+  auto ruled = plain;
+  ruled["rule_version"] = "promo-2";
+  EXPECT_NE(ok(saga_type::credit, ruled).request_hash, ok(saga_type::credit, plain).request_hash);
+  // The default rule version is the same request as none.
+  ruled["rule_version"] = "1";
+  EXPECT_EQ(ok(saga_type::credit, ruled).request_hash, ok(saga_type::credit, plain).request_hash);
+  for (const json& bad : {json("2027-01-01"), json("2027-01-01T00:00:00+00:00"), json(1798761600), json(nullptr)}) {
+    auto body = plain;
+    body["expires_at"] = bad;
+    EXPECT_THAT(refused(saga_type::credit, body), HasSubstr("expires_at must be an RFC 3339 UTC time")) << bad;
+  }
+  auto ruled_badly = plain;
+  ruled_badly["rule_version"] = "no spaces";
+  EXPECT_FALSE(refused(saga_type::credit, ruled_badly).empty());
 }
 
 TEST(SagaRequest, RefusesBadInputWithAReason) {

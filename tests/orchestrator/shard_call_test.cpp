@@ -19,6 +19,29 @@ outgoing_call call(participant_op op) {
   return c;
 }
 
+TEST(ShardCommand, ACreditCarriesItsLotFields) {
+  auto expiring = call(participant_op::credit);
+  expiring.expires_at = 1798761600000;
+  expiring.rule_version = "r2";
+  EXPECT_EQ(shard_command(expiring, "t1"),
+            (json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
+                  {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "r2"}}));
+  auto split = call(participant_op::credit);
+  split.lots = {{20, 1798761600000, "a"}, {10, std::nullopt, "1"}};
+  EXPECT_EQ(shard_command(split, "t1"),
+            (json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
+                  {"lots", json::array({{{"amount", 20}, {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "a"}},
+                                        {{"amount", 10}, {"rule_version", "1"}}})}}));
+}
+
+TEST(ShardAnswer, ASucceededReplyCarriesItsLots) {
+  auto a = answer_from_result(json::parse(R"({"status":"succeeded","command":"hold","lots":[
+    {"lot_id":3,"amount":20,"expires_at":"2027-01-01T00:00:00.000Z","rule_version":"a"},
+    {"lot_id":1,"amount":10,"expires_at":null,"rule_version":"1"}]})"));
+  EXPECT_EQ(a.kind, answer_kind::succeeded);
+  EXPECT_EQ(a.lots, (std::vector<lot_share>{{20, 1798761600000, "a"}, {10, std::nullopt, "1"}}));
+}
+
 TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   auto credit = call(participant_op::credit);
   credit.memo = "gift";
