@@ -30,6 +30,8 @@ response error(const request& req, unsigned status, std::string_view code, std::
 }
 response bad_request(const request& req, std::string_view message) { return error(req, 400, "invalid_request", message); }
 response not_found(const request& req, std::string_view what = "no such route") { return error(req, 404, "not_found", what); }
+// Whatever its format: what is no saga id names no saga.
+response no_such_saga(const request& req) { return not_found(req, "no such saga"); }
 response unavailable(const request& req, std::string_view who) {
   return error(req, 503, "unavailable", std::string(who) + " is unavailable; retry (with the same biz_id for a write)");
 }
@@ -97,7 +99,7 @@ class router {
       co_return co_await write(req, t, *who, *kind, params);
     }
     if (method == bhttp::verb::post && p.size() == 4 && p[1] == "deductions" && (p[3] == "confirm" || p[3] == "cancel")) {
-      if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
+      if (!orch::is_saga_id(p[2])) co_return no_such_saga(req);
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await to_orchestrator(req, tenant_path(*who, p, 1), t.query, params);
     }
@@ -108,7 +110,7 @@ class router {
       if (p.size() == 4 && p[3] == "entries") co_return co_await entries(req, *who, std::string(p[2]), params);
     }
     if (method == bhttp::verb::get && p.size() == 3 && p[1] == "sagas") {
-      if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
+      if (!orch::is_saga_id(p[2])) co_return no_such_saga(req);
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await saga(req, t, *who, std::string(p[2]), params);
     }
@@ -128,11 +130,14 @@ class router {
     if (method == bhttp::verb::get && p.size() == 3 && p[2] == "workflows")
       co_return co_await forward(req, ctx_.orchestrator, "the orchestrator", "/v1/workflows", "", none);
     if (p.size() >= 3 && p[2] == "sagas") {
-      if (p.size() >= 4 && !orch::is_saga_id(p[3])) co_return bad_request(req, "bad saga id");
       const bool list = method == bhttp::verb::get && p.size() == 3;
       const bool one = method == bhttp::verb::get && p.size() == 4;
       const bool act = method == bhttp::verb::post && p.size() == 5 && (p[4] == "retry" || p[4] == "abort");
-      if (list || one || act) co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
+      if (list) co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
+      if (one || act) {
+        if (!orch::is_saga_id(p[3])) co_return no_such_saga(req);
+        co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
+      }
     }
     if (method == bhttp::verb::post && p.size() == 5 && p[2] == "accounts" && (p[4] == "freeze" || p[4] == "unfreeze")) {
       if (!validate::is_valid_id(p[3])) co_return bad_request(req, "bad account id");

@@ -30,6 +30,11 @@ response error(const request& req, unsigned status, std::string_view code, std::
 response bad_request(const request& req, std::string_view message) {
   return error(req, 400, "invalid_request", message);
 }
+// Whatever its format: an id that is no saga id names no saga. Only a
+// well-formed id is echoed (anything else may not even be UTF-8).
+response no_such_saga(const request& req, std::string_view id) {
+  return error(req, 404, "not_found", is_saga_id(id) ? "no saga " + std::string(id) : std::string("no such saga"));
+}
 
 json saga_json(const stored_saga& st) { return public_json(st.s, *find_workflow(st.s.workflow), st.updated); }
 
@@ -147,7 +152,7 @@ class router {
 
   asio::awaitable<response> act(const request& req, const std::string& tenant, std::string_view id,
                                 saga_action action, std::chrono::milliseconds wait) {
-    if (!is_saga_id(id)) co_return error(req, 404, "not_found", "no saga " + std::string(id).substr(0, 64));
+    if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
     if (r.kind == saga_runner::outcome::invalid_state && r.saga) {
       co_return error(req, 409, "invalid_state",
@@ -162,7 +167,7 @@ class router {
 
   asio::awaitable<response> get(const request& req, const std::string& tenant, std::string_view id,
                                 std::chrono::milliseconds wait, bool history) {
-    if (!is_saga_id(id)) co_return error(req, 404, "not_found", "no saga " + std::string(id).substr(0, 64));
+    if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_get(tenant, std::string(id), wait);
     if (!r.saga) co_return failure(req, r);
     auto body = saga_json(*r.saga);

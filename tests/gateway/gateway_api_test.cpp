@@ -272,8 +272,32 @@ TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
   EXPECT_EQ(found.json()["sagas"][0]["saga_id"], saga);
   EXPECT_EQ(call("GET", "/v1/sagas?type=transfer&biz_id=" + biz).json()["sagas"].size(), 0u);
   expect_error(call("GET", "/v1/sagas/sg_00000000000000000000000000"), 404, "not_found");
-  expect_error(call("GET", "/v1/sagas/not-a-saga"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/sagas/not-a-saga"), 404, "not_found");
   expect_error(call("GET", "/v1/sagas/" + saga + "?wait_ms=30001"), 400, "invalid_request");
+}
+
+// An id that names no saga is 404 whatever its shape, on the app's and the
+// operator's routes alike; a refund's original_saga_id is a field of the
+// body: malformed it is 400, well-formed and unknown 404.
+TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
+  const std::string op = acme_operator_key;
+  for (const auto& id : std::vector<std::string>{"sg_01JF0000000000000000000000", "sg_0123456789abcdef01234567",
+                                                "not-a-saga", "%FF", std::string(100, 'x')}) {
+    expect_error(call("GET", "/v1/sagas/" + id), 404, "not_found");
+    expect_error(call("GET", "/v1/sagas/" + id + "?consistency=strong"), 404, "not_found");
+    expect_error(call("GET", "/v1/sagas/" + id + "?wait_ms=10"), 404, "not_found");
+    expect_error(call("POST", "/v1/deductions/" + id + "/confirm", "{}"), 404, "not_found");
+    expect_error(call("POST", "/v1/deductions/" + id + "/cancel", "{}"), 404, "not_found");
+    expect_error(call("GET", "/v1/admin/sagas/" + id, "", op), 404, "not_found");
+    expect_error(call("POST", "/v1/admin/sagas/" + id + "/retry", "{}", op), 404, "not_found");
+    expect_error(call("POST", "/v1/admin/sagas/" + id + "/abort", "{}", op), 404, "not_found");
+  }
+  const auto biz = unique_id("r");
+  expect_error(post("/v1/refunds", {{"original_saga_id", "sg_0123456789abcdef01234567"}, {"amount", 1}, {"biz_id", biz}}),
+               400, "invalid_request");
+  expect_error(post("/v1/refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", biz}}),
+               404, "not_found");
+  EXPECT_EQ(call("GET", "/v1/sagas?type=refund&biz_id=" + biz).json()["sagas"].size(), 0u);
 }
 
 TEST_F(GatewayApi, EntriesArePaged) {

@@ -233,6 +233,28 @@ TEST_F(OrchestratorApi, BadInputIsRefusedAndChangesNothing) {
     for (auto& a : side) EXPECT_EQ(c_->balance(a), 100);
 }
 
+// An id that is no saga's is 404 whatever its shape (one that is not even
+// UTF-8 once decoded, too), on every route that names a saga.
+TEST_F(OrchestratorApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
+  for (const std::string id : {"sg_01JF0000000000000000000000", "sg_0123456789abcdef01234567", "not-a-saga", "%FF"}) {
+    const auto saga = "/v1/tenants/t1/sagas/" + id, admin = "/v1/tenants/t1/admin/sagas/" + id;
+    for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
+             {"GET", saga},
+             {"GET", saga + "?wait_ms=10"},
+             {"GET", admin},
+             {"POST", "/v1/tenants/t1/deductions/" + id + "/confirm"},
+             {"POST", "/v1/tenants/t1/deductions/" + id + "/cancel"},
+             {"POST", admin + "/retry"},
+             {"POST", admin + "/abort"}}) {
+      auto r = http_->call(method, target, method == "POST" ? "{}" : "");
+      EXPECT_EQ(r.status, 404) << method << " " << target << " -> " << r.body;
+      EXPECT_EQ(r.json()["error"]["code"], "not_found") << method << " " << target;
+      EXPECT_TRUE(r.json()["error"]["message"].is_string()) << method << " " << target;
+    }
+  }
+  EXPECT_EQ(c_->sagas(), 0);
+}
+
 TEST_F(OrchestratorApi, OperatorsListInspectAbortAndReadWorkflows) {
   auto t = run("transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 5}, {"biz_id", "t-op"}});
   run("deductions", {{"account_id", a1()}, {"amount", 500}, {"biz_id", "d-op"}});
