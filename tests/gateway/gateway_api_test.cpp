@@ -203,6 +203,11 @@ TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
   EXPECT_EQ(overdraft.status, 200);
   EXPECT_EQ(overdraft.json()["state"], "failed");
   EXPECT_EQ(overdraft.json()["error"]["code"], "insufficient_funds");
+  EXPECT_TRUE(overdraft.json()["error"]["message"].is_string());
+  // The failed step says why too, code and message.
+  EXPECT_EQ(overdraft.json()["steps"][0]["error"],
+            (json{{"code", "insufficient_funds"}, {"message", "the shard refused the call: insufficient_funds"}}))
+      << overdraft.body;
   auto missing = post("/v1/transfers?wait_ms=5000",
                       {{"from_account", from}, {"to_account", unique_id("ghost")}, {"amount", 1}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(missing.json()["error"]["code"], "account_not_found") << missing.body;

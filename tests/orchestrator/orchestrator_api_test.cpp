@@ -74,6 +74,10 @@ TEST_F(OrchestratorApi, BusinessRejectionsFailTheSagaAndChangeNoBalance) {
   auto poor = run("deductions", {{"account_id", a0()}, {"amount", 101}, {"biz_id", "d-poor"}});
   EXPECT_EQ(poor["state"], "failed");
   EXPECT_EQ(poor["error"]["code"], "insufficient_funds");
+  EXPECT_EQ(poor["error"]["message"], "step debit_account was refused: insufficient_funds");
+  // The failed step says why as well, in the same shape.
+  EXPECT_EQ(poor["steps"][0]["error"],
+            (json{{"code", "insufficient_funds"}, {"message", "the shard refused the call: insufficient_funds"}}));
   auto unknown = run("credits", {{"account_id", "nobody"}, {"amount", 5}, {"biz_id", "c-nobody"}});
   EXPECT_EQ(unknown["state"], "failed");
   EXPECT_EQ(unknown["error"]["code"], "account_not_found");
