@@ -181,13 +181,13 @@ class router {
     co_return http::json_response(req, wait.count() == 0 || is_terminal(r.saga->s.state) ? 200 : 202, body);
   }
 
-  asio::awaitable<response> run_list(const request& req, saga_filter f, bool paged) {
+  asio::awaitable<response> run_list(const request& req, saga_filter f) {
     auto r = co_await ctx_.store.async_list(f);
     if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
     auto sagas = json::array();
     for (const auto& st : r.sagas) sagas.push_back(saga_json(st));
     json out{{"sagas", std::move(sagas)}};
-    if (paged) out["next"] = r.sagas.size() == f.limit ? json(r.sagas.back().s.id) : json(nullptr);
+    out["next"] = r.sagas.size() == f.limit ? json(r.sagas.back().s.id) : json(nullptr);
     co_return http::json_response(req, 200, out);
   }
 
@@ -199,7 +199,22 @@ class router {
     return f.type.has_value();
   }
 
-  // GET /sagas?type=&biz_id=: an app finds its sagas by business key.
+  // ?limit= and ?cursor=, when present, into the filter; else the refusal.
+  static std::optional<std::string> read_page(std::string_view query, saga_filter& f) {
+    if (auto limit = http::query_param(query, "limit")) {
+      auto v = http::to_int(*limit);
+      if (!v || *v < 1 || *v > max_list_limit) return "limit must be from 1 to 500";
+      f.limit = static_cast<std::size_t>(*v);
+    }
+    if (auto cursor = http::query_param(query, "cursor")) {
+      if (!is_saga_id(*cursor)) return "bad cursor";
+      f.after = std::move(*cursor);
+    }
+    return std::nullopt;
+  }
+
+  // GET /sagas?type=&biz_id=&limit=&cursor=: an app finds its sagas by
+  // business key, a page at a time like the operator's list.
   asio::awaitable<response> find(const request& req, const std::string& tenant, std::string_view query) {
     saga_filter f{tenant};
     if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
@@ -207,7 +222,8 @@ class router {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
       f.biz_id = std::move(*biz);
     }
-    co_return co_await run_list(req, std::move(f), false);
+    if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
+    co_return co_await run_list(req, std::move(f));
   }
 
   asio::awaitable<response> list(const request& req, const std::string& tenant, std::string_view query) {
@@ -223,16 +239,8 @@ class router {
       f.created_before = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()) -
                          std::chrono::milliseconds(*v);
     }
-    if (auto limit = http::query_param(query, "limit")) {
-      auto v = http::to_int(*limit);
-      if (!v || *v < 1 || *v > max_list_limit) co_return bad_request(req, "limit must be from 1 to 500");
-      f.limit = static_cast<std::size_t>(*v);
-    }
-    if (auto cursor = http::query_param(query, "cursor")) {
-      if (!is_saga_id(*cursor)) co_return bad_request(req, "bad cursor");
-      f.after = std::move(*cursor);
-    }
-    co_return co_await run_list(req, std::move(f), true);
+    if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
+    co_return co_await run_list(req, std::move(f));
   }
 
   route_context& ctx_;

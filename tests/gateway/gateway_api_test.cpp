@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -303,6 +304,38 @@ TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
   expect_error(post("/v1/refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", biz}}),
                404, "not_found");
   EXPECT_EQ(call("GET", "/v1/sagas?type=refund&biz_id=" + biz).json()["sagas"].size(), 0u);
+}
+
+// GET /v1/sagas pages like the operator's list: limit, cursor, next.
+TEST_F(GatewayApi, SagasAreListedAPageAtATime) {
+  const auto from = open_funded(10), to = open_funded(0);
+  const auto biz = unique_id("paged");  // one biz_id names one saga per type
+  const std::set<std::string> created{
+      post("/v1/credits", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}}).json()["saga_id"].get<std::string>(),
+      post("/v1/deductions", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}}).json()["saga_id"].get<std::string>(),
+      post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 1}, {"biz_id", biz}})
+          .json()["saga_id"]
+          .get<std::string>()};
+  ASSERT_EQ(created.size(), 3u);
+  std::vector<std::string> seen;
+  std::vector<std::size_t> pages;
+  std::string cursor;
+  while (pages.size() < 5) {
+    auto r = call("GET", "/v1/sagas?biz_id=" + biz + "&limit=2" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto j = r.json();
+    ASSERT_TRUE(j.contains("next")) << r.body;
+    pages.push_back(j["sagas"].size());
+    for (const auto& saga : j["sagas"]) seen.push_back(saga["saga_id"]);
+    if (j["next"].is_null()) break;
+    EXPECT_EQ(j["next"], j["sagas"].back()["saga_id"]);
+    cursor = j["next"];
+  }
+  EXPECT_EQ(pages, (std::vector<std::size_t>{2, 1}));
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()), created);
+  EXPECT_EQ(seen.size(), created.size());
+  for (const char* bad : {"limit=0", "limit=501", "limit=x", "cursor=nope"})
+    expect_error(call("GET", "/v1/sagas?biz_id=" + biz + "&" + bad), 400, "invalid_request");
 }
 
 TEST_F(GatewayApi, EntriesArePaged) {

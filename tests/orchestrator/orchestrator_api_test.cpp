@@ -259,6 +259,36 @@ TEST_F(OrchestratorApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
   EXPECT_EQ(c_->sagas(), 0);
 }
 
+// GET /sagas pages like the operator's list: limit, cursor, next.
+TEST_F(OrchestratorApi, AppsFindTheirSagasAPageAtATime) {
+  // One biz_id names one saga per type.
+  const std::set<std::string> created{
+      run("credits", {{"account_id", a0()}, {"amount", 1}, {"biz_id", "p-1"}})["saga_id"].get<std::string>(),
+      run("deductions", {{"account_id", a0()}, {"amount", 1}, {"biz_id", "p-1"}})["saga_id"].get<std::string>(),
+      run("transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 1}, {"biz_id", "p-1"}})["saga_id"]
+          .get<std::string>()};
+  ASSERT_EQ(created.size(), 3u);
+  auto first = http_->call("GET", "/v1/tenants/t1/sagas?biz_id=p-1&limit=2");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto page1 = first.json();
+  ASSERT_EQ(page1["sagas"].size(), 2u) << first.body;
+  EXPECT_EQ(page1["next"], page1["sagas"][1]["saga_id"]);
+  auto second = http_->call("GET", "/v1/tenants/t1/sagas?biz_id=p-1&limit=2&cursor=" + page1["next"].get<std::string>());
+  ASSERT_EQ(second.status, 200) << second.body;
+  const auto page2 = second.json();
+  ASSERT_EQ(page2["sagas"].size(), 1u) << second.body;
+  EXPECT_TRUE(page2["next"].is_null());
+  const std::set<std::string> seen{page1["sagas"][0]["saga_id"].get<std::string>(),
+                                   page1["sagas"][1]["saga_id"].get<std::string>(),
+                                   page2["sagas"][0]["saga_id"].get<std::string>()};
+  EXPECT_EQ(seen, created);
+  for (const char* bad : {"limit=0", "limit=501", "limit=x", "cursor=nope"}) {
+    auto r = http_->call("GET", std::string("/v1/tenants/t1/sagas?biz_id=p-1&") + bad);
+    EXPECT_EQ(r.status, 400) << bad << " -> " << r.body;
+    EXPECT_EQ(r.json()["error"]["code"], "invalid_request") << bad;
+  }
+}
+
 TEST_F(OrchestratorApi, OperatorsListInspectAbortAndReadWorkflows) {
   auto t = run("transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 5}, {"biz_id", "t-op"}});
   run("deductions", {{"account_id", a1()}, {"amount", 500}, {"biz_id", "d-op"}});
