@@ -3,6 +3,7 @@
 // gateway, PostgreSQL and Redis.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -532,6 +533,21 @@ TEST_F(GatewayApi, StreamAnswersBadMessagesAndPings) {
   EXPECT_EQ(unauthenticated.status(), 401);
   ws_client none(system_->gateway_port(), "/v1/stream");
   EXPECT_EQ(none.status(), 401);
+}
+
+TEST_F(GatewayApi, StreamUpgradesOnlyOnItsOwnPath) {
+  const std::map<std::string, std::string> auth{{"Authorization", std::string("Bearer ") + acme_app_key}};
+  for (const char* target : {"/v1/sagas", "/v1/stream/x", "/v1/streams", "/", "/healthz", "/v1/admin/sagas"}) {
+    ws_client ws(system_->gateway_port(), target, auth);
+    EXPECT_EQ(ws.status(), 404) << target;
+    const auto j = json::parse(ws.refusal(), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << target << ": " << ws.refusal();
+    EXPECT_EQ(j["error"]["code"], "not_found") << target;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << target;
+    EXPECT_TRUE(j["error"]["request_id"].is_string()) << target;
+  }
+  ws_client encoded(system_->gateway_port(), "/v1/%73tream", auth);  // percent-encoded, the same path
+  EXPECT_EQ(encoded.status(), 101);
 }
 
 TEST_F(GatewayApi, StreamNeverShowsAnotherTenant) {
