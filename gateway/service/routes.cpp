@@ -11,6 +11,7 @@
 #include "gateway/api/requests.hpp"
 #include "gateway/stream/messages.hpp"
 #include "orchestrator/saga/ids.hpp"
+#include "orchestrator/saga/request.hpp"
 
 namespace tally::gateway {
 
@@ -99,6 +100,7 @@ class router {
       co_return co_await write(req, t, *who, *kind, params);
     }
     if (method == bhttp::verb::post && p.size() == 4 && p[1] == "deductions" && (p[3] == "confirm" || p[3] == "cancel")) {
+      if (auto bad = orch::check_action_body(req.body())) co_return bad_request(req, bad->message);
       if (!orch::is_saga_id(p[2])) co_return no_such_saga(req);
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await to_orchestrator(req, tenant_path(*who, p, 1), t.query, params);
@@ -135,6 +137,7 @@ class router {
       const bool act = method == bhttp::verb::post && p.size() == 5 && (p[4] == "retry" || p[4] == "abort");
       if (list) co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
       if (one || act) {
+        if (auto bad = act ? orch::check_action_body(req.body()) : std::nullopt) co_return bad_request(req, bad->message);
         if (!orch::is_saga_id(p[3])) co_return no_such_saga(req);
         co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
       }

@@ -10,6 +10,7 @@
 #include "common/validate/fields.hpp"
 #include "orchestrator/saga/codec.hpp"
 #include "orchestrator/saga/ids.hpp"
+#include "orchestrator/saga/request.hpp"
 
 namespace tally::orch {
 
@@ -152,6 +153,7 @@ class router {
 
   asio::awaitable<response> act(const request& req, const std::string& tenant, std::string_view id,
                                 saga_action action, std::chrono::milliseconds wait) {
+    if (auto bad = check_action_body(req.body())) co_return bad_request(req, bad->message);
     if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
     if (r.kind == saga_runner::outcome::invalid_state && r.saga) {

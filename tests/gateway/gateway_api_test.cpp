@@ -50,6 +50,13 @@ class GatewayApi : public ::testing::Test {
     }
     return id;
   }
+  // A deduction of `amount` held on `id` (for a minute): the saga waiting for its confirmation.
+  json held_deduction(const std::string& id, std::int64_t amount) {
+    auto r = post("/v1/deductions?wait_ms=5000",
+                  {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
+    EXPECT_EQ(r.json()["state"], "awaiting_confirmation") << r.body;
+    return r.json();
+  }
   json account(const std::string& id, const std::string& key = acme_app_key) {
     auto r = call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key);
     EXPECT_EQ(r.status, 200) << r.body;
@@ -122,9 +129,7 @@ TEST_F(GatewayApi, ReadsComeFromTheProjectionOnceTheRelayDelivered) {
 
 TEST_F(GatewayApi, TenantsAreIsolated) {
   const auto id = open_funded(50);
-  auto deduction = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("h")},
-                                                       {"hold_timeout_ms", 60000}});
-  const std::string saga = deduction.json()["saga_id"];
+  const std::string saga = held_deduction(id, 5)["saga_id"];
   for (const auto& key : {std::string(globex_app_key), std::string(globex_operator_key)}) {
     expect_error(call("GET", "/v1/accounts/" + id, "", key), 404, "not_found");
     expect_error(call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key), 404, "not_found");
@@ -168,19 +173,14 @@ TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
 
 TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
   const auto id = open_funded(100);
-  auto held = post("/v1/deductions?wait_ms=5000",
-                   {{"account_id", id}, {"amount", 30}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
-  EXPECT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
-  const std::string held_id = held.json()["saga_id"];
+  const std::string held_id = held_deduction(id, 30)["saga_id"];
   EXPECT_EQ(account(id)["held"], 30);
   auto confirmed = call("POST", "/v1/deductions/" + held_id + "/confirm?wait_ms=5000", "{}");
   EXPECT_EQ(confirmed.status, 200) << confirmed.body;
   EXPECT_EQ(confirmed.json()["state"], "completed");
   expect_error(call("POST", "/v1/deductions/" + held_id + "/cancel", "{}"), 409, "invalid_state");
 
-  auto second = post("/v1/deductions?wait_ms=5000",
-                     {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
-  const std::string second_id = second.json()["saga_id"];
+  const std::string second_id = held_deduction(id, 10)["saga_id"];
   auto cancelled = call("POST", "/v1/deductions/" + second_id + "/cancel?wait_ms=5000", "{}");
   EXPECT_EQ(cancelled.json()["state"], "compensated") << cancelled.body;
   expect_error(call("POST", "/v1/deductions/" + second_id + "/confirm", "{}"), 409, "invalid_state");
@@ -305,6 +305,32 @@ TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
   expect_error(post("/v1/refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", biz}}),
                404, "not_found");
   EXPECT_EQ(call("GET", "/v1/sagas?type=refund&biz_id=" + biz).json()["sagas"].size(), 0u);
+}
+
+// Confirm and cancel (and an operator's retry and abort) take no fields:
+// another body is 400 and the held deduction waits on as it was.
+TEST_F(GatewayApi, ActionsRefuseABodyAndChangeNothing) {
+  const auto id = open_funded(100);
+  const auto held = held_deduction(id, 30);
+  const std::string saga = held["saga_id"];
+  const auto before = ledger(id);
+  for (const auto& [action, key] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/deductions/" + saga + "/confirm", acme_app_key},
+           {"/v1/deductions/" + saga + "/cancel", acme_app_key},
+           {"/v1/admin/sagas/" + saga + "/retry", acme_operator_key},
+           {"/v1/admin/sagas/" + saga + "/abort", acme_operator_key}})
+    for (const char* body : {R"({"amount":1})", "[]", "{", "null", R"("{}")", "{}{}"})
+      expect_error(call("POST", action, body, key), 400, "invalid_request");
+  auto after = call("GET", "/v1/sagas/" + saga + "?consistency=strong");
+  EXPECT_EQ(after.json()["state"], "awaiting_confirmation") << after.body;
+  EXPECT_EQ(after.json()["steps"], held["steps"]);
+  EXPECT_EQ(account(id)["held"], 30);
+  EXPECT_EQ(ledger(id), before);
+  // No body at all is as good as {}: the hold is still there to cancel.
+  auto cancelled = call("POST", "/v1/deductions/" + saga + "/cancel?wait_ms=5000", "");
+  EXPECT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(cancelled.json()["state"], "compensated");
+  EXPECT_EQ(account(id)["held"], 0);
 }
 
 // GET /v1/sagas pages like the operator's list: limit, cursor, next.

@@ -259,6 +259,32 @@ TEST_F(OrchestratorApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
   EXPECT_EQ(c_->sagas(), 0);
 }
 
+// Confirm, cancel, retry and abort take no fields: any other body is 400
+// and the saga goes on waiting as it was.
+TEST_F(OrchestratorApi, ActionsRefuseABodyAndChangeNothing) {
+  auto held = run("deductions", {{"account_id", a0()}, {"amount", 30}, {"biz_id", "h-body"}, {"hold_timeout_ms", 60000}},
+                  202);
+  ASSERT_EQ(held["state"], "awaiting_confirmation");
+  const auto id = held["saga_id"].get<std::string>();
+  for (const auto& action : {"deductions/" + id + "/confirm", "deductions/" + id + "/cancel",
+                                   "admin/sagas/" + id + "/retry", "admin/sagas/" + id + "/abort"})
+    for (const char* body : {R"({"amount":1})", "[]", "{", "null", R"("{}")", "{}{}"}) {
+      auto r = http_->call("POST", "/v1/tenants/t1/" + action, body);
+      EXPECT_EQ(r.status, 400) << action << " " << body << " -> " << r.body;
+      EXPECT_EQ(r.json()["error"]["code"], "invalid_request") << action << " " << body;
+    }
+  auto after = get_saga(*http_, id);
+  EXPECT_EQ(after.json()["state"], "awaiting_confirmation") << after.body;
+  EXPECT_EQ(after.json()["steps"], held["steps"]);
+  EXPECT_EQ(c_->held(a0()), 30);
+  EXPECT_EQ(c_->balance(a0()), 100);
+  // No body at all is as good as {}: the hold is still there to cancel.
+  auto cancelled = http_->call("POST", "/v1/tenants/t1/deductions/" + id + "/cancel?wait_ms=5000", "");
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(cancelled.json()["state"], "compensated");
+  EXPECT_EQ(c_->held(a0()), 0);
+}
+
 // GET /sagas pages like the operator's list: limit, cursor, next.
 TEST_F(OrchestratorApi, AppsFindTheirSagasAPageAtATime) {
   // One biz_id names one saga per type.
