@@ -1,5 +1,6 @@
 #include "gateway/service/routes.hpp"
 
+#include <algorithm>
 #include <variant>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,11 @@ response document(const request& req, unsigned status, std::string body, std::st
   auto res = http::make_json_response(req, status, std::move(body));
   res.set(read_header, source);
   return res;
+}
+
+// The query that passes a wait on to the orchestrator.
+std::string wait_query(const read_params& params) {
+  return params.wait_ms ? "wait_ms=" + std::to_string(*params.wait_ms) : "";
 }
 
 std::string without_tenant(const std::string& body) {
@@ -92,7 +98,7 @@ class router {
     auto q = check_query(t.query);
     if (auto* bad = std::get_if<refusal>(&q)) co_return bad_request(req, bad->message);
     const auto& params = std::get<read_params>(q);
-    if (admin) co_return co_await route_admin(req, t, *who);
+    if (admin) co_return co_await route_admin(req, t, *who, params);
 
     if (method == bhttp::verb::post && p.size() == 2) {
       auto kind = write_of_collection(p[1]);
@@ -124,7 +130,8 @@ class router {
     co_return not_found(req);
   }
 
-  asio::awaitable<response> route_admin(request& req, const http::target& t, const principal& who) {
+  asio::awaitable<response> route_admin(request& req, const http::target& t, const principal& who,
+                                        const read_params& params) {
     const auto& p = t.path;
     const auto method = req.method();
     const read_params none;
@@ -139,7 +146,12 @@ class router {
       if (one || act) {
         if (auto bad = act ? orch::check_action_body(req.body()) : std::nullopt) co_return bad_request(req, bad->message);
         if (!orch::is_saga_id(p[3])) co_return no_such_saga(req);
-        co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
+        // The operator endpoints promise no wait: a longer one is cut to the
+        // upstream time-out, so the orchestrator answers (202 while the saga
+        // runs) before the gateway would give up on it.
+        read_params capped;
+        if (params.wait_ms) capped.wait_ms = std::min<std::int64_t>(*params.wait_ms, ctx_.upstream_timeout.count());
+        co_return co_await to_orchestrator(req, tenant_path(who, p, 1), wait_query(capped), capped);
       }
     }
     if (method == bhttp::verb::post && p.size() == 5 && p[2] == "accounts" && (p[4] == "freeze" || p[4] == "unfreeze")) {
@@ -292,8 +304,8 @@ class router {
         co_return document(req, 200, std::move(*doc), "projection");
     }
     authority_reads_.inc();
-    std::string query = params.wait_ms ? "wait_ms=" + std::to_string(*params.wait_ms) : "";
-    auto r = co_await forward(req, ctx_.orchestrator, "the orchestrator", tenant_path(who, t.path, 1), query, params);
+    auto r = co_await forward(req, ctx_.orchestrator, "the orchestrator", tenant_path(who, t.path, 1), wait_query(params),
+                              params);
     r.set(read_header, "authority");
     co_return r;
   }

@@ -365,6 +365,19 @@ TEST_F(GatewayApi, SagasAreListedAPageAtATime) {
     expect_error(call("GET", "/v1/sagas?biz_id=" + biz + "&" + bad), 400, "invalid_request");
 }
 
+// An operator may ask to wait longer than the gateway waits for the
+// orchestrator: the wait is cut to that time-out, and the saga comes back.
+TEST_F(GatewayApi, OperatorWaitsAreCappedNotRefused) {
+  const auto id = open_funded(10);
+  const std::string saga = held_deduction(id, 3)["saga_id"];
+  const auto started = std::chrono::steady_clock::now();
+  auto r = call("GET", "/v1/admin/sagas/" + saga + "?wait_ms=30000", "", acme_operator_key);
+  EXPECT_EQ(r.status, 202) << r.body;
+  EXPECT_EQ(r.json()["state"], "awaiting_confirmation");
+  EXPECT_TRUE(r.json()["history"].is_array());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 25s);
+}
+
 TEST_F(GatewayApi, EntriesArePaged) {
   const auto id = open_funded(0);
   for (int i = 0; i < 5; ++i)
