@@ -1,5 +1,6 @@
 #include "gateway/service/routes.hpp"
 
+#include <algorithm>
 #include <variant>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "gateway/api/requests.hpp"
 #include "gateway/stream/messages.hpp"
 #include "orchestrator/saga/ids.hpp"
+#include "orchestrator/saga/request.hpp"
 
 namespace tally::gateway {
 
@@ -30,6 +32,8 @@ response error(const request& req, unsigned status, std::string_view code, std::
 }
 response bad_request(const request& req, std::string_view message) { return error(req, 400, "invalid_request", message); }
 response not_found(const request& req, std::string_view what = "no such route") { return error(req, 404, "not_found", what); }
+// Whatever its format: what is no saga id names no saga.
+response no_such_saga(const request& req) { return not_found(req, "no such saga"); }
 response unavailable(const request& req, std::string_view who) {
   return error(req, 503, "unavailable", std::string(who) + " is unavailable; retry (with the same biz_id for a write)");
 }
@@ -39,6 +43,11 @@ response document(const request& req, unsigned status, std::string body, std::st
   auto res = http::make_json_response(req, status, std::move(body));
   res.set(read_header, source);
   return res;
+}
+
+// The query that passes a wait on to the orchestrator.
+std::string wait_query(const read_params& params) {
+  return params.wait_ms ? "wait_ms=" + std::to_string(*params.wait_ms) : "";
 }
 
 std::string without_tenant(const std::string& body) {
@@ -89,7 +98,7 @@ class router {
     auto q = check_query(t.query);
     if (auto* bad = std::get_if<refusal>(&q)) co_return bad_request(req, bad->message);
     const auto& params = std::get<read_params>(q);
-    if (admin) co_return co_await route_admin(req, t, *who);
+    if (admin) co_return co_await route_admin(req, t, *who, params);
 
     if (method == bhttp::verb::post && p.size() == 2) {
       auto kind = write_of_collection(p[1]);
@@ -97,7 +106,8 @@ class router {
       co_return co_await write(req, t, *who, *kind, params);
     }
     if (method == bhttp::verb::post && p.size() == 4 && p[1] == "deductions" && (p[3] == "confirm" || p[3] == "cancel")) {
-      if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
+      if (auto bad = orch::check_action_body(req.body())) co_return bad_request(req, bad->message);
+      if (!orch::is_saga_id(p[2])) co_return no_such_saga(req);
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await to_orchestrator(req, tenant_path(*who, p, 1), t.query, params);
     }
@@ -109,7 +119,7 @@ class router {
       if (p.size() == 4 && p[3] == "lots") co_return co_await lots(req, t, *who, std::string(p[2]), params);
     }
     if (method == bhttp::verb::get && p.size() == 3 && p[1] == "sagas") {
-      if (!orch::is_saga_id(p[2])) co_return bad_request(req, "bad saga id");
+      if (!orch::is_saga_id(p[2])) co_return no_such_saga(req);
       if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
       co_return co_await saga(req, t, *who, std::string(p[2]), params);
     }
@@ -121,7 +131,8 @@ class router {
     co_return not_found(req);
   }
 
-  asio::awaitable<response> route_admin(request& req, const http::target& t, const principal& who) {
+  asio::awaitable<response> route_admin(request& req, const http::target& t, const principal& who,
+                                        const read_params& params) {
     const auto& p = t.path;
     const auto method = req.method();
     const read_params none;
@@ -129,11 +140,20 @@ class router {
     if (method == bhttp::verb::get && p.size() == 3 && p[2] == "workflows")
       co_return co_await forward(req, ctx_.orchestrator, "the orchestrator", "/v1/workflows", "", none);
     if (p.size() >= 3 && p[2] == "sagas") {
-      if (p.size() >= 4 && !orch::is_saga_id(p[3])) co_return bad_request(req, "bad saga id");
       const bool list = method == bhttp::verb::get && p.size() == 3;
       const bool one = method == bhttp::verb::get && p.size() == 4;
       const bool act = method == bhttp::verb::post && p.size() == 5 && (p[4] == "retry" || p[4] == "abort");
-      if (list || one || act) co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
+      if (list) co_return co_await to_orchestrator(req, tenant_path(who, p, 1), t.query, none);
+      if (one || act) {
+        if (auto bad = act ? orch::check_action_body(req.body()) : std::nullopt) co_return bad_request(req, bad->message);
+        if (!orch::is_saga_id(p[3])) co_return no_such_saga(req);
+        // The operator endpoints promise no wait: a longer one is cut to the
+        // upstream time-out, so the orchestrator answers (202 while the saga
+        // runs) before the gateway would give up on it.
+        read_params capped;
+        if (params.wait_ms) capped.wait_ms = std::min<std::int64_t>(*params.wait_ms, ctx_.upstream_timeout.count());
+        co_return co_await to_orchestrator(req, tenant_path(who, p, 1), wait_query(capped), capped);
+      }
     }
     if (method == bhttp::verb::post && p.size() == 5 && p[2] == "accounts" && (p[4] == "freeze" || p[4] == "unfreeze")) {
       if (!validate::is_valid_id(p[3])) co_return bad_request(req, "bad account id");
@@ -305,8 +325,8 @@ class router {
         co_return document(req, 200, std::move(*doc), "projection");
     }
     authority_reads_.inc();
-    std::string query = params.wait_ms ? "wait_ms=" + std::to_string(*params.wait_ms) : "";
-    auto r = co_await forward(req, ctx_.orchestrator, "the orchestrator", tenant_path(who, t.path, 1), query, params);
+    auto r = co_await forward(req, ctx_.orchestrator, "the orchestrator", tenant_path(who, t.path, 1), wait_query(params),
+                              params);
     r.set(read_header, "authority");
     co_return r;
   }

@@ -31,11 +31,23 @@ constexpr std::size_t max_message_bytes = 64 * 1024;
 namespace {
 
 // The key from `Authorization: Bearer <key>`, else from ?api_key=.
-std::string presented_key(const http::request& req) {
+std::string presented_key(const http::request& req, const http::target& t) {
   const auto auth = req[beast::http::field::authorization];
   if (auth.starts_with("Bearer ")) return std::string(auth.substr(7));
-  const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
   return std::string(http::query_param(t.query, "api_key").value_or(""));
+}
+
+// Answers an upgrade that is refused like any request, then closes.
+void refuse(beast::tcp_stream stream, http::response res) {
+  const auto ex = stream.get_executor();
+  res.keep_alive(false);
+  auto reject = [s = std::make_shared<beast::tcp_stream>(std::move(stream)),
+                 res = std::make_shared<http::response>(std::move(res))]() -> asio::awaitable<void> {
+    s->expires_after(std::chrono::seconds(5));
+    co_await beast::http::async_write(*s, *res, use_tuple);
+    s->close();
+  };
+  asio::co_spawn(ex, reject, asio::detached);
 }
 
 }  // namespace
@@ -221,20 +233,11 @@ stream_service::~stream_service() {
 
 void stream_service::accept(beast::tcp_stream stream, http::request req) {
   const auto ex = stream.get_executor();
-  auto who = keys_.authenticate(presented_key(req));
-  if (!who) {
-    // Answer 401 like any request, then close.
-    auto res = http::make_error_response(req, 401, "unauthorized", "missing or unknown API key");
-    res.keep_alive(false);
-    auto reject = [s = std::make_shared<beast::tcp_stream>(std::move(stream)),
-                   res = std::make_shared<http::response>(std::move(res))]() -> asio::awaitable<void> {
-      s->expires_after(std::chrono::seconds(5));
-      co_await beast::http::async_write(*s, *res, use_tuple);
-      s->close();
-    };
-    asio::co_spawn(ex, reject, asio::detached);
-    return;
-  }
+  const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
+  if (t.path != std::vector<std::string>{"v1", "stream"})
+    return refuse(std::move(stream), http::make_error_response(req, 404, "not_found", "no such route"));
+  auto who = keys_.authenticate(presented_key(req, t));
+  if (!who) return refuse(std::move(stream), http::make_error_response(req, 401, "unauthorized", "missing or unknown API key"));
   std::erase_if(live_, [](const auto& w) { return w.expired(); });
   auto session = std::make_shared<stream_session>(*this, std::move(stream), std::move(*who));
   live_.push_back(session);

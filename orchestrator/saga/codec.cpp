@@ -71,6 +71,18 @@ std::string step_state(const std::vector<call_state>& calls) {
   return "running";
 }
 
+// A step's error as the API shows it: the code of its first call that did
+// not succeed, and what that code means for the call.
+json step_error(const call_progress& c) {
+  std::string message;
+  switch (c.status) {
+    case call_status::rejected: message = "the shard refused the call: " + c.code; break;
+    case call_status::not_applied: message = "the call was cancelled before it took effect"; break;
+    default: message = "the call's last attempt did not succeed: " + c.code; break;
+  }
+  return {{"code", c.code}, {"message", std::move(message)}};
+}
+
 }  // namespace
 
 std::string to_rfc3339(instant t) { return time::rfc3339_ms(unix_ms(t)); }
@@ -191,7 +203,7 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
     const auto& calls = s.calls[i];
     int attempts = 0;
     instant started = instant::max(), finished{};
-    std::string code;
+    const call_progress* failed = nullptr;
     bool finished_all = true;
     for (const auto& c : calls) {
       attempts += c.forward.attempts + c.undo.attempts;
@@ -199,14 +211,14 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
       const auto& last = c.undo.attempts > 0 ? c.undo : c.forward;
       finished_all = finished_all && last.finished != instant{};
       finished = std::max(finished, last.finished);
-      if (code.empty() && !c.forward.code.empty() && c.forward.status != call_status::succeeded) code = c.forward.code;
+      if (!failed && !c.forward.code.empty() && c.forward.status != call_status::succeeded) failed = &c.forward;
     }
     steps.push_back({{"name", w.steps[i].name},
                      {"state", step_state(calls)},
                      {"attempts", attempts},
                      {"started_at", started == instant::max() ? json(nullptr) : json(to_rfc3339(started))},
                      {"finished_at", finished_all && attempts > 0 ? json(to_rfc3339(finished)) : json(nullptr)},
-                     {"error", code.empty() ? json(nullptr) : json({{"code", code}})}});
+                     {"error", failed ? step_error(*failed) : json(nullptr)}});
   }
   return {{"saga_id", s.id},
           {"type", to_string(w.type)},

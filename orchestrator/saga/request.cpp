@@ -134,4 +134,12 @@ std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, s
   return q;
 }
 
+std::optional<invalid_request> check_action_body(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return std::nullopt;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded()) return invalid_request{"malformed JSON"};
+  if (!j.is_object() || !j.empty()) return invalid_request{"the body must be {} (this action takes no fields)"};
+  return std::nullopt;
+}
+
 }  // namespace tally::orch

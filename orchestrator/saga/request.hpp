@@ -37,4 +37,8 @@ struct invalid_request {
 std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, std::string_view tenant,
                                                                const nlohmann::json& body);
 
+// An action on a saga (confirm, cancel, retry, abort) takes no fields: its
+// body is empty or an empty JSON object, else the refusal.
+std::optional<invalid_request> check_action_body(std::string_view body);
+
 }  // namespace tally::orch

@@ -10,6 +10,7 @@
 #include "common/validate/fields.hpp"
 #include "orchestrator/saga/codec.hpp"
 #include "orchestrator/saga/ids.hpp"
+#include "orchestrator/saga/request.hpp"
 
 namespace tally::orch {
 
@@ -29,6 +30,11 @@ response error(const request& req, unsigned status, std::string_view code, std::
 }
 response bad_request(const request& req, std::string_view message) {
   return error(req, 400, "invalid_request", message);
+}
+// Whatever its format: an id that is no saga id names no saga. Only a
+// well-formed id is echoed (anything else may not even be UTF-8).
+response no_such_saga(const request& req, std::string_view id) {
+  return error(req, 404, "not_found", is_saga_id(id) ? "no saga " + std::string(id) : std::string("no such saga"));
 }
 
 json saga_json(const stored_saga& st) { return public_json(st.s, *find_workflow(st.s.workflow), st.updated); }
@@ -148,7 +154,8 @@ class router {
 
   asio::awaitable<response> act(const request& req, const std::string& tenant, std::string_view id,
                                 saga_action action, std::chrono::milliseconds wait) {
-    if (!is_saga_id(id)) co_return error(req, 404, "not_found", "no saga " + std::string(id).substr(0, 64));
+    if (auto bad = check_action_body(req.body())) co_return bad_request(req, bad->message);
+    if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
     if (r.kind == saga_runner::outcome::invalid_state && r.saga) {
       co_return error(req, 409, "invalid_state",
@@ -163,7 +170,7 @@ class router {
 
   asio::awaitable<response> get(const request& req, const std::string& tenant, std::string_view id,
                                 std::chrono::milliseconds wait, bool history) {
-    if (!is_saga_id(id)) co_return error(req, 404, "not_found", "no saga " + std::string(id).substr(0, 64));
+    if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_get(tenant, std::string(id), wait);
     if (!r.saga) co_return failure(req, r);
     auto body = saga_json(*r.saga);
@@ -177,13 +184,13 @@ class router {
     co_return http::json_response(req, wait.count() == 0 || is_terminal(r.saga->s.state) ? 200 : 202, body);
   }
 
-  asio::awaitable<response> run_list(const request& req, saga_filter f, bool paged) {
+  asio::awaitable<response> run_list(const request& req, saga_filter f) {
     auto r = co_await ctx_.store.async_list(f);
     if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
     auto sagas = json::array();
     for (const auto& st : r.sagas) sagas.push_back(saga_json(st));
     json out{{"sagas", std::move(sagas)}};
-    if (paged) out["next"] = r.sagas.size() == f.limit ? json(r.sagas.back().s.id) : json(nullptr);
+    out["next"] = r.sagas.size() == f.limit ? json(r.sagas.back().s.id) : json(nullptr);
     co_return http::json_response(req, 200, out);
   }
 
@@ -195,7 +202,22 @@ class router {
     return f.type.has_value();
   }
 
-  // GET /sagas?type=&biz_id=: an app finds its sagas by business key.
+  // ?limit= and ?cursor=, when present, into the filter; else the refusal.
+  static std::optional<std::string> read_page(std::string_view query, saga_filter& f) {
+    if (auto limit = http::query_param(query, "limit")) {
+      auto v = http::to_int(*limit);
+      if (!v || *v < 1 || *v > max_list_limit) return "limit must be from 1 to 500";
+      f.limit = static_cast<std::size_t>(*v);
+    }
+    if (auto cursor = http::query_param(query, "cursor")) {
+      if (!is_saga_id(*cursor)) return "bad cursor";
+      f.after = std::move(*cursor);
+    }
+    return std::nullopt;
+  }
+
+  // GET /sagas?type=&biz_id=&limit=&cursor=: an app finds its sagas by
+  // business key, a page at a time like the operator's list.
   asio::awaitable<response> find(const request& req, const std::string& tenant, std::string_view query) {
     saga_filter f{tenant};
     if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
@@ -203,7 +225,8 @@ class router {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
       f.biz_id = std::move(*biz);
     }
-    co_return co_await run_list(req, std::move(f), false);
+    if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
+    co_return co_await run_list(req, std::move(f));
   }
 
   asio::awaitable<response> list(const request& req, const std::string& tenant, std::string_view query) {
@@ -219,16 +242,8 @@ class router {
       f.created_before = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()) -
                          std::chrono::milliseconds(*v);
     }
-    if (auto limit = http::query_param(query, "limit")) {
-      auto v = http::to_int(*limit);
-      if (!v || *v < 1 || *v > max_list_limit) co_return bad_request(req, "limit must be from 1 to 500");
-      f.limit = static_cast<std::size_t>(*v);
-    }
-    if (auto cursor = http::query_param(query, "cursor")) {
-      if (!is_saga_id(*cursor)) co_return bad_request(req, "bad cursor");
-      f.after = std::move(*cursor);
-    }
-    co_return co_await run_list(req, std::move(f), true);
+    if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
+    co_return co_await run_list(req, std::move(f));
   }
 
   route_context& ctx_;

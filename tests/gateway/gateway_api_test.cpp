@@ -3,7 +3,9 @@
 // gateway, PostgreSQL and Redis.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +50,13 @@ class GatewayApi : public ::testing::Test {
       EXPECT_EQ(r.json()["state"], "completed") << r.body;
     }
     return id;
+  }
+  // A deduction of `amount` held on `id` (for a minute): the saga waiting for its confirmation.
+  json held_deduction(const std::string& id, std::int64_t amount) {
+    auto r = post("/v1/deductions?wait_ms=5000",
+                  {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
+    EXPECT_EQ(r.json()["state"], "awaiting_confirmation") << r.body;
+    return r.json();
   }
   json account(const std::string& id, const std::string& key = acme_app_key) {
     auto r = call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key);
@@ -121,9 +130,7 @@ TEST_F(GatewayApi, ReadsComeFromTheProjectionOnceTheRelayDelivered) {
 
 TEST_F(GatewayApi, TenantsAreIsolated) {
   const auto id = open_funded(50);
-  auto deduction = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", unique_id("h")},
-                                                       {"hold_timeout_ms", 60000}});
-  const std::string saga = deduction.json()["saga_id"];
+  const std::string saga = held_deduction(id, 5)["saga_id"];
   for (const auto& key : {std::string(globex_app_key), std::string(globex_operator_key)}) {
     expect_error(call("GET", "/v1/accounts/" + id, "", key), 404, "not_found");
     expect_error(call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key), 404, "not_found");
@@ -167,19 +174,14 @@ TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
 
 TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
   const auto id = open_funded(100);
-  auto held = post("/v1/deductions?wait_ms=5000",
-                   {{"account_id", id}, {"amount", 30}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
-  EXPECT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
-  const std::string held_id = held.json()["saga_id"];
+  const std::string held_id = held_deduction(id, 30)["saga_id"];
   EXPECT_EQ(account(id)["held"], 30);
   auto confirmed = call("POST", "/v1/deductions/" + held_id + "/confirm?wait_ms=5000", "{}");
   EXPECT_EQ(confirmed.status, 200) << confirmed.body;
   EXPECT_EQ(confirmed.json()["state"], "completed");
   expect_error(call("POST", "/v1/deductions/" + held_id + "/cancel", "{}"), 409, "invalid_state");
 
-  auto second = post("/v1/deductions?wait_ms=5000",
-                     {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
-  const std::string second_id = second.json()["saga_id"];
+  const std::string second_id = held_deduction(id, 10)["saga_id"];
   auto cancelled = call("POST", "/v1/deductions/" + second_id + "/cancel?wait_ms=5000", "{}");
   EXPECT_EQ(cancelled.json()["state"], "compensated") << cancelled.body;
   expect_error(call("POST", "/v1/deductions/" + second_id + "/confirm", "{}"), 409, "invalid_state");
@@ -204,6 +206,11 @@ TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
   EXPECT_EQ(overdraft.status, 200);
   EXPECT_EQ(overdraft.json()["state"], "failed");
   EXPECT_EQ(overdraft.json()["error"]["code"], "insufficient_funds");
+  EXPECT_TRUE(overdraft.json()["error"]["message"].is_string());
+  // The failed step says why too, code and message.
+  EXPECT_EQ(overdraft.json()["steps"][0]["error"],
+            (json{{"code", "insufficient_funds"}, {"message", "the shard refused the call: insufficient_funds"}}))
+      << overdraft.body;
   auto missing = post("/v1/transfers?wait_ms=5000",
                       {{"from_account", from}, {"to_account", unique_id("ghost")}, {"amount", 1}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(missing.json()["error"]["code"], "account_not_found") << missing.body;
@@ -273,8 +280,103 @@ TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
   EXPECT_EQ(found.json()["sagas"][0]["saga_id"], saga);
   EXPECT_EQ(call("GET", "/v1/sagas?type=transfer&biz_id=" + biz).json()["sagas"].size(), 0u);
   expect_error(call("GET", "/v1/sagas/sg_00000000000000000000000000"), 404, "not_found");
-  expect_error(call("GET", "/v1/sagas/not-a-saga"), 400, "invalid_request");
+  expect_error(call("GET", "/v1/sagas/not-a-saga"), 404, "not_found");
   expect_error(call("GET", "/v1/sagas/" + saga + "?wait_ms=30001"), 400, "invalid_request");
+}
+
+// An id that names no saga is 404 whatever its shape, on the app's and the
+// operator's routes alike; a refund's original_saga_id is a field of the
+// body: malformed it is 400, well-formed and unknown 404.
+TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
+  const std::string op = acme_operator_key;
+  for (const auto& id : std::vector<std::string>{"sg_01JF0000000000000000000000", "sg_0123456789abcdef01234567",
+                                                "not-a-saga", "%FF", std::string(100, 'x')}) {
+    expect_error(call("GET", "/v1/sagas/" + id), 404, "not_found");
+    expect_error(call("GET", "/v1/sagas/" + id + "?consistency=strong"), 404, "not_found");
+    expect_error(call("GET", "/v1/sagas/" + id + "?wait_ms=10"), 404, "not_found");
+    expect_error(call("POST", "/v1/deductions/" + id + "/confirm", "{}"), 404, "not_found");
+    expect_error(call("POST", "/v1/deductions/" + id + "/cancel", "{}"), 404, "not_found");
+    expect_error(call("GET", "/v1/admin/sagas/" + id, "", op), 404, "not_found");
+    expect_error(call("POST", "/v1/admin/sagas/" + id + "/retry", "{}", op), 404, "not_found");
+    expect_error(call("POST", "/v1/admin/sagas/" + id + "/abort", "{}", op), 404, "not_found");
+  }
+  const auto biz = unique_id("r");
+  expect_error(post("/v1/refunds", {{"original_saga_id", "sg_0123456789abcdef01234567"}, {"amount", 1}, {"biz_id", biz}}),
+               400, "invalid_request");
+  expect_error(post("/v1/refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", biz}}),
+               404, "not_found");
+  EXPECT_EQ(call("GET", "/v1/sagas?type=refund&biz_id=" + biz).json()["sagas"].size(), 0u);
+}
+
+// Confirm and cancel (and an operator's retry and abort) take no fields:
+// another body is 400 and the held deduction waits on as it was.
+TEST_F(GatewayApi, ActionsRefuseABodyAndChangeNothing) {
+  const auto id = open_funded(100);
+  const auto held = held_deduction(id, 30);
+  const std::string saga = held["saga_id"];
+  const auto before = ledger(id);
+  for (const auto& [action, key] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/deductions/" + saga + "/confirm", acme_app_key},
+           {"/v1/deductions/" + saga + "/cancel", acme_app_key},
+           {"/v1/admin/sagas/" + saga + "/retry", acme_operator_key},
+           {"/v1/admin/sagas/" + saga + "/abort", acme_operator_key}})
+    for (const char* body : {R"({"amount":1})", "[]", "{", "null", R"("{}")", "{}{}"})
+      expect_error(call("POST", action, body, key), 400, "invalid_request");
+  auto after = call("GET", "/v1/sagas/" + saga + "?consistency=strong");
+  EXPECT_EQ(after.json()["state"], "awaiting_confirmation") << after.body;
+  EXPECT_EQ(after.json()["steps"], held["steps"]);
+  EXPECT_EQ(account(id)["held"], 30);
+  EXPECT_EQ(ledger(id), before);
+  // No body at all is as good as {}: the hold is still there to cancel.
+  auto cancelled = call("POST", "/v1/deductions/" + saga + "/cancel?wait_ms=5000", "");
+  EXPECT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(cancelled.json()["state"], "compensated");
+  EXPECT_EQ(account(id)["held"], 0);
+}
+
+// GET /v1/sagas pages like the operator's list: limit, cursor, next.
+TEST_F(GatewayApi, SagasAreListedAPageAtATime) {
+  const auto from = open_funded(10), to = open_funded(0);
+  const auto biz = unique_id("paged");  // one biz_id names one saga per type
+  const std::set<std::string> created{
+      post("/v1/credits", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}}).json()["saga_id"].get<std::string>(),
+      post("/v1/deductions", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}}).json()["saga_id"].get<std::string>(),
+      post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 1}, {"biz_id", biz}})
+          .json()["saga_id"]
+          .get<std::string>()};
+  ASSERT_EQ(created.size(), 3u);
+  std::vector<std::string> seen;
+  std::vector<std::size_t> pages;
+  std::string cursor;
+  while (pages.size() < 5) {
+    auto r = call("GET", "/v1/sagas?biz_id=" + biz + "&limit=2" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto j = r.json();
+    ASSERT_TRUE(j.contains("next")) << r.body;
+    pages.push_back(j["sagas"].size());
+    for (const auto& saga : j["sagas"]) seen.push_back(saga["saga_id"]);
+    if (j["next"].is_null()) break;
+    EXPECT_EQ(j["next"], j["sagas"].back()["saga_id"]);
+    cursor = j["next"];
+  }
+  EXPECT_EQ(pages, (std::vector<std::size_t>{2, 1}));
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()), created);
+  EXPECT_EQ(seen.size(), created.size());
+  for (const char* bad : {"limit=0", "limit=501", "limit=x", "cursor=nope"})
+    expect_error(call("GET", "/v1/sagas?biz_id=" + biz + "&" + bad), 400, "invalid_request");
+}
+
+// An operator may ask to wait longer than the gateway waits for the
+// orchestrator: the wait is cut to that time-out, and the saga comes back.
+TEST_F(GatewayApi, OperatorWaitsAreCappedNotRefused) {
+  const auto id = open_funded(10);
+  const std::string saga = held_deduction(id, 3)["saga_id"];
+  const auto started = std::chrono::steady_clock::now();
+  auto r = call("GET", "/v1/admin/sagas/" + saga + "?wait_ms=30000", "", acme_operator_key);
+  EXPECT_EQ(r.status, 202) << r.body;
+  EXPECT_EQ(r.json()["state"], "awaiting_confirmation");
+  EXPECT_TRUE(r.json()["history"].is_array());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 25s);
 }
 
 TEST_F(GatewayApi, EntriesArePaged) {
@@ -408,8 +510,8 @@ void expect_only_pings(ws_client& ws, std::chrono::milliseconds for_how_long) {
 
 TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
   const auto id = open_funded(100);
-  // Subscribing sends the projection's state: let it catch up first, so the test knows what comes.
-  // (A read from the projection: a missing projection is read from the shard.)
+  // Subscribing sends the projection's state: let it catch up first, so the test knows what comes
+  // (a read the projection cannot answer yet comes from the shard, which is ahead of it).
   ASSERT_TRUE(eventually([&] {
     auto r = call("GET", "/v1/accounts/" + id);
     return r.header("x-tally-read") == "projection" && r.json()["balance"] == 100;
@@ -471,6 +573,21 @@ TEST_F(GatewayApi, StreamAnswersBadMessagesAndPings) {
   EXPECT_EQ(unauthenticated.status(), 401);
   ws_client none(system_->gateway_port(), "/v1/stream");
   EXPECT_EQ(none.status(), 401);
+}
+
+TEST_F(GatewayApi, StreamUpgradesOnlyOnItsOwnPath) {
+  const std::map<std::string, std::string> auth{{"Authorization", std::string("Bearer ") + acme_app_key}};
+  for (const char* target : {"/v1/sagas", "/v1/stream/x", "/v1/streams", "/", "/healthz", "/v1/admin/sagas"}) {
+    ws_client ws(system_->gateway_port(), target, auth);
+    EXPECT_EQ(ws.status(), 404) << target;
+    const auto j = json::parse(ws.refusal(), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << target << ": " << ws.refusal();
+    EXPECT_EQ(j["error"]["code"], "not_found") << target;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << target;
+    EXPECT_TRUE(j["error"]["request_id"].is_string()) << target;
+  }
+  ws_client encoded(system_->gateway_port(), "/v1/%73tream", auth);  // percent-encoded, the same path
+  EXPECT_EQ(encoded.status(), 101);
 }
 
 TEST_F(GatewayApi, StreamNeverShowsAnotherTenant) {

@@ -134,10 +134,13 @@ TEST(PublicSaga, FailedTransferShowsWhatWasUndone) {
   auto j = public_json(s, *find_workflow("transfer"), t0 + 3ms);
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["error"]["code"], "account_not_found");
+  EXPECT_EQ(j["error"]["message"], "step credit_destination was refused: account_not_found");
   EXPECT_EQ(j["steps"][0]["state"], "compensated");
   EXPECT_EQ(j["steps"][0]["attempts"], 2);  // the hold and its release
   EXPECT_EQ(j["steps"][1]["state"], "failed");
   EXPECT_EQ(j["steps"][1]["error"]["code"], "account_not_found");
+  EXPECT_EQ(j["steps"][1]["error"]["message"], "the shard refused the call: account_not_found");
+  EXPECT_TRUE(j["steps"][0]["error"].is_null());
   EXPECT_EQ(j["steps"][2]["state"], "pending");
   EXPECT_TRUE(j["steps"][2]["started_at"].is_null());
 }

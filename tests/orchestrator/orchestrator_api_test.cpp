@@ -74,6 +74,10 @@ TEST_F(OrchestratorApi, BusinessRejectionsFailTheSagaAndChangeNoBalance) {
   auto poor = run("deductions", {{"account_id", a0()}, {"amount", 101}, {"biz_id", "d-poor"}});
   EXPECT_EQ(poor["state"], "failed");
   EXPECT_EQ(poor["error"]["code"], "insufficient_funds");
+  EXPECT_EQ(poor["error"]["message"], "step debit_account was refused: insufficient_funds");
+  // The failed step says why as well, in the same shape.
+  EXPECT_EQ(poor["steps"][0]["error"],
+            (json{{"code", "insufficient_funds"}, {"message", "the shard refused the call: insufficient_funds"}}));
   auto unknown = run("credits", {{"account_id", "nobody"}, {"amount", 5}, {"biz_id", "c-nobody"}});
   EXPECT_EQ(unknown["state"], "failed");
   EXPECT_EQ(unknown["error"]["code"], "account_not_found");
@@ -231,6 +235,84 @@ TEST_F(OrchestratorApi, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(c_->sagas(), 0);
   for (auto& side : accounts_)
     for (auto& a : side) EXPECT_EQ(c_->balance(a), 100);
+}
+
+// An id that is no saga's is 404 whatever its shape (one that is not even
+// UTF-8 once decoded, too), on every route that names a saga.
+TEST_F(OrchestratorApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
+  for (const std::string id : {"sg_01JF0000000000000000000000", "sg_0123456789abcdef01234567", "not-a-saga", "%FF"}) {
+    const auto saga = "/v1/tenants/t1/sagas/" + id, admin = "/v1/tenants/t1/admin/sagas/" + id;
+    for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
+             {"GET", saga},
+             {"GET", saga + "?wait_ms=10"},
+             {"GET", admin},
+             {"POST", "/v1/tenants/t1/deductions/" + id + "/confirm"},
+             {"POST", "/v1/tenants/t1/deductions/" + id + "/cancel"},
+             {"POST", admin + "/retry"},
+             {"POST", admin + "/abort"}}) {
+      auto r = http_->call(method, target, method == "POST" ? "{}" : "");
+      EXPECT_EQ(r.status, 404) << method << " " << target << " -> " << r.body;
+      EXPECT_EQ(r.json()["error"]["code"], "not_found") << method << " " << target;
+      EXPECT_TRUE(r.json()["error"]["message"].is_string()) << method << " " << target;
+    }
+  }
+  EXPECT_EQ(c_->sagas(), 0);
+}
+
+// Confirm, cancel, retry and abort take no fields: any other body is 400
+// and the saga goes on waiting as it was.
+TEST_F(OrchestratorApi, ActionsRefuseABodyAndChangeNothing) {
+  auto held = run("deductions", {{"account_id", a0()}, {"amount", 30}, {"biz_id", "h-body"}, {"hold_timeout_ms", 60000}},
+                  202);
+  ASSERT_EQ(held["state"], "awaiting_confirmation");
+  const auto id = held["saga_id"].get<std::string>();
+  for (const auto& action : {"deductions/" + id + "/confirm", "deductions/" + id + "/cancel",
+                                   "admin/sagas/" + id + "/retry", "admin/sagas/" + id + "/abort"})
+    for (const char* body : {R"({"amount":1})", "[]", "{", "null", R"("{}")", "{}{}"}) {
+      auto r = http_->call("POST", "/v1/tenants/t1/" + action, body);
+      EXPECT_EQ(r.status, 400) << action << " " << body << " -> " << r.body;
+      EXPECT_EQ(r.json()["error"]["code"], "invalid_request") << action << " " << body;
+    }
+  auto after = get_saga(*http_, id);
+  EXPECT_EQ(after.json()["state"], "awaiting_confirmation") << after.body;
+  EXPECT_EQ(after.json()["steps"], held["steps"]);
+  EXPECT_EQ(c_->held(a0()), 30);
+  EXPECT_EQ(c_->balance(a0()), 100);
+  // No body at all is as good as {}: the hold is still there to cancel.
+  auto cancelled = http_->call("POST", "/v1/tenants/t1/deductions/" + id + "/cancel?wait_ms=5000", "");
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(cancelled.json()["state"], "compensated");
+  EXPECT_EQ(c_->held(a0()), 0);
+}
+
+// GET /sagas pages like the operator's list: limit, cursor, next.
+TEST_F(OrchestratorApi, AppsFindTheirSagasAPageAtATime) {
+  // One biz_id names one saga per type.
+  const std::set<std::string> created{
+      run("credits", {{"account_id", a0()}, {"amount", 1}, {"biz_id", "p-1"}})["saga_id"].get<std::string>(),
+      run("deductions", {{"account_id", a0()}, {"amount", 1}, {"biz_id", "p-1"}})["saga_id"].get<std::string>(),
+      run("transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 1}, {"biz_id", "p-1"}})["saga_id"]
+          .get<std::string>()};
+  ASSERT_EQ(created.size(), 3u);
+  auto first = http_->call("GET", "/v1/tenants/t1/sagas?biz_id=p-1&limit=2");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto page1 = first.json();
+  ASSERT_EQ(page1["sagas"].size(), 2u) << first.body;
+  EXPECT_EQ(page1["next"], page1["sagas"][1]["saga_id"]);
+  auto second = http_->call("GET", "/v1/tenants/t1/sagas?biz_id=p-1&limit=2&cursor=" + page1["next"].get<std::string>());
+  ASSERT_EQ(second.status, 200) << second.body;
+  const auto page2 = second.json();
+  ASSERT_EQ(page2["sagas"].size(), 1u) << second.body;
+  EXPECT_TRUE(page2["next"].is_null());
+  const std::set<std::string> seen{page1["sagas"][0]["saga_id"].get<std::string>(),
+                                   page1["sagas"][1]["saga_id"].get<std::string>(),
+                                   page2["sagas"][0]["saga_id"].get<std::string>()};
+  EXPECT_EQ(seen, created);
+  for (const char* bad : {"limit=0", "limit=501", "limit=x", "cursor=nope"}) {
+    auto r = http_->call("GET", std::string("/v1/tenants/t1/sagas?biz_id=p-1&") + bad);
+    EXPECT_EQ(r.status, 400) << bad << " -> " << r.body;
+    EXPECT_EQ(r.json()["error"]["code"], "invalid_request") << bad;
+  }
 }
 
 TEST_F(OrchestratorApi, OperatorsListInspectAbortAndReadWorkflows) {

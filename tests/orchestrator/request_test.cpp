@@ -151,5 +151,11 @@ TEST(SagaRequest, BatchItemsAreOneToAThousandDistinctAccounts) {
   EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", "s1"}}), "items must be an array");
 }
 
+TEST(SagaAction, TakesNoBodyOrAnEmptyObject) {
+  for (const char* body : {"", " \r\n", "{}", " { } "}) EXPECT_FALSE(check_action_body(body)) << body;
+  for (const char* body : {"{", "[]", "null", "\"{}\"", "{}{}", R"({"amount":1})", R"({"":null})"})
+    EXPECT_TRUE(check_action_body(body)) << body;
+}
+
 }  // namespace
 }  // namespace tally::orch

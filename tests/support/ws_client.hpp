@@ -18,6 +18,8 @@ class ws_client {
   ws_client(std::uint16_t port, const std::string& target, const std::map<std::string, std::string>& headers = {});
   ~ws_client();
   int status() const;
+  // The body of the server's answer when it refused the upgrade.
+  const std::string& refusal() const;
   bool send(const std::string& text);
   // The next frame, or nullopt when none came before the deadline or the
   // connection closed.
