@@ -478,7 +478,12 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
       co_return out;
     }
   }
-  bool injected = failpoint::hit("after_outbox_insert") | failpoint::hit("before_commit");
+  // The expiry job's batches have points of their own, so a chaos run can
+  // stop exactly those.
+  const bool expiring = std::any_of(commands.begin(), commands.end(),
+                                    [](const command& c) { return c.kind == command_kind::expire; });
+  bool injected = failpoint::hit("after_outbox_insert") | failpoint::hit("before_commit") |
+                  (expiring && failpoint::hit("expiry_before_commit"));
   if (injected) {
     co_await pg::async_rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::query_failed), "", "failpoint before_commit"};
@@ -492,6 +497,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
     co_return out;
   }
   failpoint::hit("after_commit_before_reply");
+  if (expiring) failpoint::hit("expiry_after_commit_before_reply");
   co_return out;
 }
 
