@@ -53,8 +53,8 @@ def sampler(cluster, samples, history, faults, stop, t0, every_s=1.0, progress_s
 
 
 def quiesce(cluster, deadline_s):
-    """Waits until every process runs, every saga is terminal and every event
-    is delivered; returns the seconds it took."""
+    """Waits until every process runs, no lot is about to expire, every saga
+    is terminal and every event is delivered; returns the seconds it took."""
     start = time.time()
     end = start + deadline_s
     while not cluster.everything_running() and time.time() < end:
@@ -62,7 +62,7 @@ def quiesce(cluster, deadline_s):
     cluster.wait_ready(max(1, end - time.time()))
     while time.time() < end:
         try:
-            if snapshot.unfinished(cluster, cluster.layout.tenant) == (0, 0):
+            if snapshot.unfinished(cluster, cluster.layout.tenant) == (0, 0, 0):
                 break
         except Exception as e:  # a database still recovering
             log(f"quiesce: {e!r}")
@@ -173,12 +173,13 @@ def run(args, seed, cluster):
     samples.append({"t": time.time(), "total": sum(a["balance"] for a in snap["accounts"]),
                     "held": sum(a["held"] for a in snap["accounts"])})
 
+    crashes = report.failpoint_crashes(cluster.shard_log_lines())
     text = report.summary(history, faults.events, violations, quiesce_s, seed, t_end - t0,
-                          cluster.restarts)
+                          cluster.restarts, crashes, snap["expire_entries"])
     print(text, flush=True)
     report.write_json(os.path.join(args.out, "summary.json"), seed=seed, form=args.form, faults=faults.events,
                       violations=violations, quiesce_s=quiesce_s, operations=len(history), samples=samples,
-                      started=t0)
+                      started=t0, failpoint_crashes=crashes)
     with open(os.path.join(args.out, "history.jsonl"), "w") as f:
         for op in history:
             f.write(json.dumps(op) + "\n")

@@ -12,7 +12,9 @@ from tally_chaos import checker, report  # noqa: E402
 
 def consistent():
     """Two accounts: a credit of 100 to a, a transfer of 30 a→b, a failed
-    deduction, a refund of 10 of the transfer."""
+    deduction, a refund of 10 of the transfer; an expiring credit of 25 to b
+    (its lot 2), of which a hold took 5; the lot expired (20 by the expiry
+    job), then the hold was released and its 5 expired too."""
     sagas = {
         "sg_c": {"type": "credit", "biz_id": "c1", "state": "completed", "input": {"account": "a", "amount": 100}},
         "sg_t": {"type": "transfer", "biz_id": "t1", "state": "completed",
@@ -20,17 +22,29 @@ def consistent():
         "sg_d": {"type": "deduct", "biz_id": "d1", "state": "failed", "input": {"account": "b", "amount": 500}},
         "sg_r": {"type": "refund", "biz_id": "r1", "state": "completed",
                  "input": {"original_saga_id": "sg_t", "amount": 10}},
+        "sg_e": {"type": "credit", "biz_id": "e1", "state": "completed",
+                 "input": {"account": "b", "amount": 25, "expires_at": "2026-12-03T10:00:05Z"}},
+        "sg_h": {"type": "deduct", "biz_id": "h1", "state": "compensated", "input": {"account": "b", "amount": 5}},
     }
     accounts = [
         {"shard": 0, "account_id": "a", "balance": 80, "held": 0, "status": "active", "version": 4,
          "ledger_sum": 80, "open_held": 0},
-        {"shard": 1, "account_id": "b", "balance": 20, "held": 0, "status": "active", "version": 3,
+        {"shard": 1, "account_id": "b", "balance": 20, "held": 0, "status": "active", "version": 7,
          "ledger_sum": 20, "open_held": 0},
+    ]
+    lots = [
+        {"shard": 0, "account_id": "a", "lot_id": 1, "remaining": 80, "held": 0, "expired": 0, "state": "open"},
+        {"shard": 1, "account_id": "b", "lot_id": 1, "remaining": 20, "held": 0, "expired": 0, "state": "open"},
+        {"shard": 1, "account_id": "b", "lot_id": 2, "remaining": 0, "held": 0, "expired": 25, "state": "expired"},
     ]
     return {
         "sagas": sagas, "accounts": accounts, "open_holds": [], "ledger_dupes": [], "saga_dupes": [],
         "ledger_by_saga": {"sg_c": {"a": 100}, "sg_t": {"a": -30, "b": 30}, "sg_r": {"a": 10, "b": -10},
-                           "sg_d": {"b": 0}},
+                           "sg_d": {"b": 0}, "sg_e": {"b": 25}},
+        "lots": lots,
+        "expire_entries": [{"shard": 1, "account_id": "b", "biz_id": "2", "entries": 1, "delta": -20},
+                           {"shard": 1, "account_id": "b", "biz_id": "hold:sg_h", "entries": 1, "delta": -5}],
+        "expire_parts": [{"account_id": "b", "lot_id": 2, "amount": 20}, {"account_id": "b", "lot_id": 2, "amount": 5}],
         "reconciliation": [{"shard": 0, "differences": 0, "report": []}, {"shard": 1, "differences": 0, "report": []}],
         "projections": {"accounts": {a["account_id"]: {k: a[k] for k in ("balance", "held", "version", "status")}
                                      for a in accounts},
@@ -46,6 +60,10 @@ HISTORY = [
      "final_state": "failed", "effect": -500},
     {"kind": "transfer", "biz_id": "t1", "saga_id": "sg_t", "saga_type": "transfer", "acked_state": "running",
      "effect": 0},
+    {"kind": "credit", "biz_id": "e1", "saga_id": "sg_e", "saga_type": "credit", "acked_state": "completed",
+     "final_state": "completed", "effect": 25},
+    {"kind": "held", "biz_id": "h1", "saga_id": "sg_h", "saga_type": "deduct", "acked_state": "compensated",
+     "final_state": "compensated", "effect": -5},
 ]
 
 
@@ -60,6 +78,7 @@ class CheckerTest(unittest.TestCase):
         s = consistent()
         s["accounts"][1]["balance"] += 1
         s["accounts"][1]["ledger_sum"] += 1
+        s["lots"][1]["remaining"] += 1
         s["projections"]["accounts"]["b"]["balance"] += 1
         self.assertEqual(self.promises(s), {"conservation"})
 
@@ -105,11 +124,53 @@ class CheckerTest(unittest.TestCase):
         h = HISTORY + [{"kind": "credit", "biz_id": "c1", "conflict": True, "effect": 0}]
         self.assertEqual(self.promises(consistent(), h), {"one_effect_per_key"})
 
+    def test_lots_that_do_not_add_up_to_the_balance_or_held_are_found(self):
+        s = consistent()
+        s["lots"][1]["remaining"] -= 1
+        self.assertEqual(self.promises(s), {"lots_sum_to_balance"})
+        s = consistent()
+        s["lots"][0]["held"] = 3
+        self.assertEqual(self.promises(s), {"lots_sum_to_balance"})
+
+    def test_an_expired_lot_has_exactly_one_expire_entry_and_no_other_lot_has_one(self):
+        for entry in ({"biz_id": "2", "entries": 1, "delta": 0},   # a second entry of expired lot 2
+                      {"biz_id": "1", "entries": 1, "delta": 0},   # an entry of open lot 1
+                      {"biz_id": "9", "entries": 1, "delta": 0}):  # an entry of no lot
+            s = consistent()
+            s["expire_entries"].append({"shard": 1, "account_id": "b", **entry})
+            self.assertEqual(self.promises(s), {"one_expire_entry_per_expired_lot"}, entry)
+        s = consistent()
+        s["lots"][2]["state"] = "exhausted"  # an entry, but the lot did not expire
+        self.assertEqual(self.promises(s), {"one_expire_entry_per_expired_lot"})
+
+    def test_a_lots_expired_apart_from_the_expire_operations_is_found(self):
+        s = consistent()
+        s["expire_parts"][1]["amount"] = 4
+        self.assertEqual(self.promises(s), {"lot_expired_matches_operations"})
+        s = consistent()
+        s["expire_parts"].append({"account_id": "a", "lot_id": 7, "amount": 1})  # a lot that does not exist
+        self.assertEqual(self.promises(s), {"lot_expired_matches_operations"})
+
+    def test_value_gone_without_an_expire_entry_breaks_conservation(self):
+        # The hold's expired part left the balance, but no entry says so.
+        s = consistent()
+        del s["expire_entries"][1]
+        self.assertEqual(self.promises(s), {"conservation", "lot_expired_matches_operations"})
+
     def test_the_clients_bound_the_total(self):
         # The client saw the credit of 100 complete; a total below it is impossible.
         s = copy.deepcopy(consistent())
         h = [dict(HISTORY[0], effect=1000)]
         self.assertIn("conservation", self.promises(s, h))
+
+
+class FailpointCrashTest(unittest.TestCase):
+    def test_each_crash_is_counted_by_its_failpoint(self):
+        crash = '{"ts":"2026-12-03T10:00:05.120Z","level":"warn","service":"account_shard",' \
+                '"msg":"failpoint crash","failpoint":"%s","hit":1}\n'
+        lines = [crash % "expiry_before_commit", '{"msg":"expiry: lots expired","lots":3}\n',
+                 crash % "before_commit", crash % "expiry_before_commit", '{"msg":"failpoint crash","fail\n']  # cut off
+        self.assertEqual(report.failpoint_crashes(lines), {"expiry_before_commit": 2, "before_commit": 1})
 
 
 class ServerIncidentTest(unittest.TestCase):

@@ -52,6 +52,14 @@ def expected_balances(sagas):
     return out
 
 
+def expired_by_account(expire_entries):
+    """What expired per account: Σ of its expire entries (negative deltas)."""
+    out = defaultdict(int)
+    for e in expire_entries:
+        out[e["account_id"]] += e["delta"]
+    return out
+
+
 def op_total_bounds(history):
     """The range the clients alone allow for the sum of all balances: what
     they saw complete counts exactly, what they saw fail counts nothing, and an
@@ -88,22 +96,27 @@ def check(snap, history):
         if a["balance"] < 0 or a["held"] < 0 or a["balance"] - a["held"] < 0:
             v.append(Violation("nothing_negative", a["account_id"], f"balance {a['balance']} held {a['held']}"))
 
-    # 4. Conservation, exact: the balances are what the terminal sagas moved.
-    expected = expected_balances(sagas)
+    # 4. Conservation, exact: the balances are what the terminal sagas moved,
+    # less what expired (the expire entries, whose deltas are negative).
+    moved = expected_balances(sagas)
+    expired = expired_by_account(snap["expire_entries"])
     actual = defaultdict(int)
     for a in accounts:
         actual[a["account_id"]] += a["balance"]
-    total_expected, total_actual = sum(expected.values()), sum(actual.values())
-    if total_expected != total_actual:
-        v.append(Violation("conservation", "total", f"balances sum to {total_actual}, the sagas moved {total_expected}"))
-    for account in sorted(set(expected) | set(actual)):
-        if expected.get(account, 0) != actual.get(account, 0):
+    total_moved, total_expired, total_actual = sum(moved.values()), sum(expired.values()), sum(actual.values())
+    if total_moved + total_expired != total_actual:
+        v.append(Violation("conservation", "total", f"balances sum to {total_actual}, the sagas moved {total_moved}"
+                                                    f" and {-total_expired} expired"))
+    for account in sorted(set(moved) | set(expired) | set(actual)):
+        if moved.get(account, 0) + expired.get(account, 0) != actual.get(account, 0):
             v.append(Violation("conservation", account,
-                               f"balance {actual.get(account, 0)}, completed sagas give {expected.get(account, 0)}"))
+                               f"balance {actual.get(account, 0)}, completed sagas give {moved.get(account, 0)}"
+                               f" and {-expired.get(account, 0)} expired"))
     lo, hi = op_total_bounds(history)
-    if not lo <= total_actual <= hi:
+    if not lo <= total_actual - total_expired <= hi:
         v.append(Violation("conservation", "total-vs-clients",
-                           f"balances sum to {total_actual}, outside [{lo}, {hi}] the clients' outcomes allow"))
+                           f"balances sum to {total_actual} and {-total_expired} expired, outside [{lo}, {hi}]"
+                           f" the clients' outcomes allow"))
 
     # 4. No value held for a terminal saga (all are terminal once quiesced).
     for h in snap["open_holds"]:
@@ -163,6 +176,48 @@ def check(snap, history):
     for r in snap["reconciliation"]:
         if r["differences"] != 0:
             v.append(Violation("reconciliation_clean", f"shard {r['shard']}", str(r["report"])[:300]))
+
+    # Lots (docs/account_shard.md, "Grant lots and expiry"), read from each
+    # shard's tables: they add up to the balance and held; every expired lot
+    # has exactly one expire entry (biz_id its id), other lots none; a lot's
+    # expired is what the expire operations took from it, and per account
+    # the lots' expired is what the expire entries took from the balance.
+    lots_of = defaultdict(list)
+    for lot in snap["lots"]:
+        lots_of[lot["account_id"]].append(lot)
+    for a in accounts:
+        remaining = sum(lot["remaining"] for lot in lots_of[a["account_id"]])
+        held = sum(lot["held"] for lot in lots_of[a["account_id"]])
+        if (remaining, held) != (a["balance"], a["held"]):
+            v.append(Violation("lots_sum_to_balance", a["account_id"], f"lots: remaining {remaining} held {held};"
+                                                                      f" balance {a['balance']} held {a['held']}"))
+    entries = defaultdict(int)
+    for e in snap["expire_entries"]:
+        if not e["biz_id"].startswith("hold:"):
+            entries[(e["account_id"], e["biz_id"])] += e["entries"]
+    parts = defaultdict(int)
+    for p in snap["expire_parts"]:
+        parts[(p["account_id"], p["lot_id"])] += p["amount"]
+    for lot in snap["lots"]:
+        key = f"{lot['account_id']}/lot {lot['lot_id']}"
+        n = entries.pop((lot["account_id"], str(lot["lot_id"])), 0)
+        if n != (1 if lot["state"] == "expired" else 0):
+            v.append(Violation("one_expire_entry_per_expired_lot", key, f"state {lot['state']}, {n} expire entries"))
+        took = parts.pop((lot["account_id"], lot["lot_id"]), 0)
+        if lot["expired"] != took:
+            v.append(Violation("lot_expired_matches_operations", key,
+                               f"expired {lot['expired']}, the expire operations took {took} from it"))
+    for (account, lot_id), n in sorted(entries.items()):
+        v.append(Violation("one_expire_entry_per_expired_lot", f"{account}/lot {lot_id}",
+                           f"{n} expire entries, no lot"))
+    for (account, lot_id), took in sorted(parts.items()):
+        v.append(Violation("lot_expired_matches_operations", f"{account}/lot {lot_id}",
+                           f"the expire operations took {took} from no lot"))
+    for account in sorted(set(lots_of) | set(expired)):
+        lots_expired = sum(lot["expired"] for lot in lots_of[account])
+        if lots_expired != -expired.get(account, 0):
+            v.append(Violation("lot_expired_matches_operations", account,
+                               f"lots expired {lots_expired}, the expire entries took {-expired.get(account, 0)}"))
 
     # 6. Redis projections equal the ledgers and the saga store.
     proj = snap["projections"]

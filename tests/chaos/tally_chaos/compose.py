@@ -94,6 +94,12 @@ class ComposeCluster(ClusterBase):
         states = self.states()
         return all(states.get(c) == "running" for c in CONTAINERS)
 
+    def shard_log_lines(self):
+        for c in CONTAINERS:
+            if c.startswith("tally-shard-"):
+                r = docker("logs", c)
+                yield from (r.stdout + r.stderr).splitlines()
+
     def postgres_logs(self):
         """Written by stop()."""
         return [(c, os.path.join(self.run_dir, f"{c}.log")) for c in POSTGRES]

@@ -5,11 +5,19 @@ import random
 import threading
 import time
 
-COMMIT_FAILPOINTS = ["between_statements", "after_outbox_insert", "before_commit", "after_commit_before_reply"]
+# The failpoints each crash kind arms. The expiry ones are reached only by a
+# batch with an expire command: the shard's next expiry pass (every second,
+# and the workload's expiring credits make lots due on every shard) hits them.
+FAILPOINTS = {
+    "shard_failpoint_crash": ["between_statements", "after_outbox_insert", "before_commit",
+                              "after_commit_before_reply"],
+    "shard_expiry_failpoint_crash": ["expiry_before_commit", "expiry_after_commit_before_reply"],
+}
 
 # kind: weight
 KINDS = {
     "shard_failpoint_crash": 5,   # kill -9 at a failpoint of the commit path (crash at its next hit)
+    "shard_expiry_failpoint_crash": 3,  # the same in the commit path of the expiry job's batches
     "shard_kill": 4,              # kill -9 a shard's active instance: its standby takes over
     "shard_pause": 1,             # SIGSTOP past the saga timeouts, then SIGCONT
     "orchestrator_kill": 3,
@@ -36,8 +44,8 @@ class Faults:
     def inject(self, kind):
         c, rng = self.cluster, self.rng
         shard = rng.randrange(c.shard_count)
-        if kind == "shard_failpoint_crash":
-            point = rng.choice(COMMIT_FAILPOINTS)
+        if kind in FAILPOINTS:
+            point = rng.choice(FAILPOINTS[kind])
             if c.arm_shard_failpoint(shard, f"{point}=crash"):
                 self.record(kind, f"shard {shard}", point)
         elif kind == "shard_kill":

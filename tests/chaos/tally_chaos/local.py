@@ -156,5 +156,11 @@ class LocalCluster(ClusterBase):
     def everything_running(self):
         return all(p.alive() for p in self.procs.values())
 
+    def shard_log_lines(self):
+        for name, p in self.procs.items():
+            if name.startswith("shard-"):
+                with open(p.log_path, errors="replace") as f:
+                    yield from f
+
     def postgres_logs(self):
         return [(p["name"], os.path.join(p["data"], "server.log")) for p in self.pg]

@@ -21,7 +21,7 @@ def outcome_of(op):
     return op.get("final_state") or op.get("stored_state") or op.get("acked_state") or "pending"
 
 
-def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts):
+def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts, crashes, expire_entries):
     by = Counter((op["kind"], outcome_of(op)) for op in history)  # the stored end where the client saw none
     kinds = sorted({k for k, _ in by})
     lines = [f"== chaos summary (seed {seed}, {duration_s:.0f} s of faults)", "operations by kind and outcome:"]
@@ -32,6 +32,15 @@ def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts):
     counts = Counter(e["kind"] for e in faults)
     lines.append(f"faults: {len(faults)} ({', '.join(f'{k} {n}' for k, n in sorted(counts.items()))}); "
                  f"restarted by the run's supervisor: {restarts}")
+    lines.append(f"failpoint crashes in the shards' logs: {sum(crashes.values())}"
+                 f" ({', '.join(f'{k} {n}' for k, n in sorted(crashes.items()))})")
+    by_shard = Counter()
+    for e in expire_entries:
+        by_shard[e["shard"]] += e["entries"]
+    lines.append(f"expire entries: {sum(by_shard.values())}"
+                 f" ({', '.join(f'shard {k} {n}' for k, n in sorted(by_shard.items()))}), of held parts"
+                 f" {sum(e['entries'] for e in expire_entries if e['biz_id'].startswith('hold:'))};"
+                 f" value expired {-sum(e['delta'] for e in expire_entries)}")
     lines.append(f"time to quiesce: {quiesce_s:.1f} s")
     lines.append(f"violations: {len(violations)}")
     for v in violations[:20]:
@@ -39,6 +48,20 @@ def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts):
     if violations:
         lines.append(f"first violating key: {violations[0].key} ({violations[0].promise}); seed {seed}")
     return "\n".join(lines)
+
+
+def failpoint_crashes(lines):
+    """How often each failpoint crashed a shard: the log line a crash writes
+    last ({"msg": "failpoint crash", "failpoint": name, ...}). An armed
+    failpoint fires only if its shard gets there before another fault."""
+    out = Counter()
+    for line in lines:
+        if '"failpoint crash"' in line:
+            try:
+                out[json.loads(line)["failpoint"]] += 1
+            except (ValueError, KeyError):
+                continue
+    return out
 
 
 def server_incidents(lines, limit=20):

@@ -45,7 +45,8 @@ def relay_backlog(conninfo, consumers):
 def take(cluster, tenant):
     """cluster: shard_conninfos (list), saga_conninfo, redis (host, port),
     layout (the gateway's port, the operator key), relay_consumers."""
-    snap = {"accounts": [], "open_holds": [], "ledger_dupes": [], "reconciliation": [], "relay_backlog": []}
+    snap = {"accounts": [], "open_holds": [], "ledger_dupes": [], "reconciliation": [], "relay_backlog": [],
+            "lots": [], "expire_entries": [], "expire_parts": []}
     ledger_by_saga = defaultdict(lambda: defaultdict(int))
     for shard, conninfo in enumerate(cluster.shard_conninfos):
         sums = dict(query(conninfo, "SELECT account_id, coalesce(sum(delta), 0) FROM ledger_entry WHERE tenant = %s"
@@ -64,8 +65,25 @@ def take(cluster, tenant):
                                        "amount": amount, "captured": captured})
         for biz_id, account_id, delta in query(
                 conninfo, "SELECT biz_id, account_id, sum(delta) FROM ledger_entry WHERE tenant = %s"
-                          " GROUP BY biz_id, account_id", (tenant,)):
+                          " AND biz_type <> 'expire' GROUP BY biz_id, account_id", (tenant,)):
             ledger_by_saga[biz_id][account_id] += int(delta)
+        for account_id, lot_id, remaining, held_now, expired, state in query(
+                conninfo, "SELECT account_id, lot_id, remaining, held, expired, state FROM lot WHERE tenant = %s",
+                (tenant,)):
+            snap["lots"].append({"shard": shard, "account_id": account_id, "lot_id": lot_id, "remaining": remaining,
+                                 "held": held_now, "expired": expired, "state": state})
+        # An expiry's entry: biz_id the lot id, or hold:<hold id> for a held part.
+        for account_id, biz_id, entries, delta in query(
+                conninfo, "SELECT account_id, biz_id, count(*), sum(delta) FROM ledger_entry WHERE tenant = %s"
+                          " AND biz_type = 'expire' GROUP BY 1, 2", (tenant,)):
+            snap["expire_entries"].append({"shard": shard, "account_id": account_id, "biz_id": biz_id,
+                                           "entries": entries, "delta": int(delta)})
+        # What the expire operations took from each lot ([[lot_id, amount, ...], ...]).
+        for account_id, lot_id, amount in query(
+                conninfo, "SELECT o.account_id, (p->>0)::bigint, sum((p->>1)::bigint)"
+                          " FROM operation o, jsonb_array_elements(o.lots) p WHERE o.tenant = %s"
+                          " AND o.biz_type = 'expire' GROUP BY 1, 2", (tenant,)):
+            snap["expire_parts"].append({"account_id": account_id, "lot_id": lot_id, "amount": int(amount)})
         for row in query(conninfo, "SELECT account_id, biz_type, biz_id FROM ledger_entry WHERE tenant = %s"
                                    " GROUP BY 1, 2, 3 HAVING count(*) > 1", (tenant,)):
             snap["ledger_dupes"].append(f"shard {shard}: " + "/".join(row))
@@ -109,14 +127,22 @@ def take(cluster, tenant):
     return snap
 
 
-def unfinished(cluster, tenant):
-    """What still moves: sagas not terminal, events not yet delivered."""
+def unfinished(cluster, tenant, horizon_s=60):
+    """What still moves: lots that the expiry job will expire within
+    horizon_s (the workload's expire within seconds, a refund's grace lot
+    only in days), sagas not terminal, events not yet delivered. Lots first:
+    once none is due, no expiry writes an event after the backlog is read."""
+    due = 0
+    for conninfo in cluster.shard_conninfos:
+        due += query(conninfo, "SELECT count(*) FROM lot l JOIN account a USING (tenant, account_id)"
+                               " WHERE l.tenant = %s AND l.state = 'open' AND a.status = 'active'"
+                               " AND l.expires_at < now() + make_interval(secs => %s)", (tenant, horizon_s))[0][0]
     rows = query(cluster.saga_conninfo, "SELECT count(*) FROM saga WHERE tenant = %s AND state NOT IN"
                                         " ('completed', 'failed', 'compensated')", (tenant,))
     behind = sum(b["behind"] for b in relay_backlog(cluster.saga_conninfo, cluster.relay_consumers))
     for conninfo in cluster.shard_conninfos:
         behind += sum(b["behind"] for b in relay_backlog(conninfo, cluster.relay_consumers))
-    return rows[0][0], behind
+    return due, rows[0][0], behind
 
 
 def total_balance(cluster, tenant):
