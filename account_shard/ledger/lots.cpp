@@ -73,18 +73,6 @@ std::vector<lot_part> refund_parts(const std::vector<lot_part>& consumed, std::i
   return out;
 }
 
-std::vector<lot_part> group_by_expiry(const std::vector<lot_part>& parts) {
-  std::vector<lot_part> out;
-  for (const auto& p : parts) {
-    auto same = std::find_if(out.begin(), out.end(), [&](const lot_part& o) { return o.expires_at == p.expires_at; });
-    if (same == out.end())
-      out.push_back({0, p.amount, p.expires_at, p.rule_version});
-    else
-      same->amount += p.amount;
-  }
-  return out;
-}
-
 std::string lots_json(const std::vector<lot_part>& parts) {
   auto j = nlohmann::json::array();
   for (const auto& p : parts)

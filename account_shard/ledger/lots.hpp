@@ -79,10 +79,6 @@ capture_split split_capture(const std::vector<lot_part>& held, std::int64_t take
 std::vector<lot_part> refund_parts(const std::vector<lot_part>& consumed, std::int64_t already_refunded,
                                    std::int64_t amount);
 
-// A transfer's destination lots: one part per distinct expiry of the parts
-// (in their order), carrying the first part's rule version.
-std::vector<lot_part> group_by_expiry(const std::vector<lot_part>& parts);
-
 // The stored form of an operation's parts: [[lot_id, amount, expires_at_ms|null, rule_version], ...].
 std::string lots_json(const std::vector<lot_part>& parts);
 std::vector<lot_part> lots_from_json(std::string_view text);

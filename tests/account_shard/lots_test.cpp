@@ -130,13 +130,6 @@ TEST(RefundParts, MostRecentlyConsumedFirstPastEarlierRefunds) {
   }
 }
 
-TEST(GroupByExpiry, OnePartPerDistinctExpiryInOrder) {
-  const std::vector<lot_part> parts = {{1, 10, now, "a"}, {2, 5, now, "b"}, {3, 7, now + hour, "c"},
-                                       {4, 2, std::nullopt, "d"}, {5, 1, std::nullopt, "e"}};
-  EXPECT_EQ(group_by_expiry(parts), (std::vector<lot_part>{{0, 15, now, "a"}, {0, 7, now + hour, "c"},
-                                                          {0, 3, std::nullopt, "d"}}));
-}
-
 TEST(LotsJson, RoundTrips) {
   const std::vector<lot_part> parts = {{1, 10, now, "1"}, {7, 3, std::nullopt, "promo:2"}};
   EXPECT_EQ(lots_from_json(lots_json(parts)), parts);
