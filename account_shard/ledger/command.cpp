@@ -162,7 +162,8 @@ std::variant<command, invalid_command> parse_command(const nlohmann::json& j) {
       if (!validate::only_fields(j, {"type", "tenant", "account_id", "biz_id", "amount", "original_type", "original_id"},
                        unknown))
         break;
-      r.id("biz_id", c.biz_id) && r.amount("amount", c.amount) && r.id("original_type", c.target_type) &&
+      // Without an amount a refund gives back what is left of its original.
+      r.id("biz_id", c.biz_id) && r.amount("amount", c.amount, false) && r.id("original_type", c.target_type) &&
           r.id("original_id", c.target_id);
       if (r.error.empty() && c.target_type != "debit" && c.target_type != "capture")
         r.fail("original_type must be debit or capture");

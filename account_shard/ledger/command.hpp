@@ -43,7 +43,7 @@ struct command {
   // open_account: optional (defaults to "open"). cancel_key: unused.
   // expire: the lot's id (decimal), as the expiry job sends it.
   std::string biz_id;
-  std::int64_t amount = 0;         // capture: 0 means "the whole hold"
+  std::int64_t amount = 0;         // capture: 0 means "the whole hold"; refund: "what is left"
   std::string target_type;         // refund: "debit" or "capture"; cancel_key: the cancelled biz_type
   std::string target_id;           // refund: the original biz_id; cancel_key: the cancelled biz_id
   std::string memo;

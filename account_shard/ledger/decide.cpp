@@ -107,14 +107,15 @@ std::vector<lot_part> batch_state::held_parts(const command& c) const {
   return it == operations.end() ? std::vector<lot_part>{} : it->second.lots;
 }
 
-std::vector<lot_part> batch_state::refund_to_lots(account_row& a, const operation_row& original, const command& c) {
+std::vector<lot_part> batch_state::refund_to_lots(account_row& a, const operation_row& original, const command& c,
+                                                  std::int64_t amount) {
   std::vector<lot_part> out;
   std::int64_t regrant = 0;
   std::string regrant_rule = "1";
   // An original from before lots existed names none: its refund is a new,
   // non-expiring lot.
-  if (original.lots.empty()) return {grant_lot(a, {0, c.amount, std::nullopt, "1"}, lot_origin::refund, c)};
-  for (const auto& p : refund_parts(original.lots, original.refunded, c.amount)) {
+  if (original.lots.empty()) return {grant_lot(a, {0, amount, std::nullopt, "1"}, lot_origin::refund, c)};
+  for (const auto& p : refund_parts(original.lots, original.refunded, amount)) {
     lot_row* l = find_lot(a, p.lot_id);
     if (!l) throw std::logic_error("a refund's original names a lot the batch did not read");
     if (l->state == lot_state::expired || l->due_at(now_ms)) {
@@ -377,15 +378,20 @@ reply batch_state::decide(const command& c) {
       if (orig_it == operations.end()) return retry("original_not_found");
       operation_row& orig = orig_it->second;
       if (orig.state != op_state::succeeded) return finish(op_state::rejected, "original_not_succeeded", a);
-      if (orig.refunded + c.amount > orig.amount) return finish(op_state::rejected, "refund_exceeds_original", a);
-      if (add_overflows(a->balance, c.amount)) return finish(op_state::rejected, "balance_overflow", a);
-      op.lots = refund_to_lots(*a, orig, c);
-      orig.refunded += c.amount;
+      // Without an amount: what is left of the original, decided here under
+      // its lock, so concurrent revokes never give back a unit twice. When
+      // nothing is left the refund succeeds with nothing to write.
+      const std::int64_t give = c.amount == 0 ? orig.amount - orig.refunded : c.amount;
+      if (give == 0) return finish(op_state::succeeded, "", a);
+      if (orig.refunded + give > orig.amount) return finish(op_state::rejected, "refund_exceeds_original", a);
+      if (add_overflows(a->balance, give)) return finish(op_state::rejected, "balance_overflow", a);
+      op.lots = refund_to_lots(*a, orig, c, give);
+      orig.refunded += give;
       orig.dirty = true;
-      a->balance += c.amount;
-      op.amount = c.amount;
+      a->balance += give;
+      op.amount = give;
       op.ledger_seq = take_seq();
-      ledger.push_back({*op.ledger_seq, key, c.amount, a->balance, orig.ledger_seq});
+      ledger.push_back({*op.ledger_seq, key, give, a->balance, orig.ledger_seq});
       emit(*a, "account.refunded", c);
       return finish(op_state::succeeded, "", a);
     }

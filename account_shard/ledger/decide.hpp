@@ -146,7 +146,8 @@ class batch_state {
   // A hold command's allocation: the lots its hold record names.
   std::vector<lot_part> held_parts(const command& c) const;
   // Gives a refund back to the lots its original consumed (or a new lot).
-  std::vector<lot_part> refund_to_lots(account_row& a, const operation_row& original, const command& c);
+  std::vector<lot_part> refund_to_lots(account_row& a, const operation_row& original, const command& c,
+                                       std::int64_t amount);
   // Releases a hold's parts back to their lots; the parts of lots that
   // expired meanwhile leave the balance (returned: what expired).
   std::vector<lot_part> release_parts(account_row& a, const std::vector<lot_part>& parts);

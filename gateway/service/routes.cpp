@@ -45,6 +45,15 @@ response document(const request& req, unsigned status, std::string body, std::st
   return res;
 }
 
+// A completed deduction, transfer or batch deduction: what its refunds gave
+// back changes after it finished, and only the orchestrator adds it up.
+bool refundable(const std::string& doc) {
+  auto j = json::parse(doc, nullptr, false);
+  if (!j.is_object() || j.value("state", "") != "completed") return false;
+  const auto type = j.value("type", "");
+  return type == "deduct" || type == "transfer" || type == "batch_deduct";
+}
+
 // The query that passes a wait on to the orchestrator.
 std::string wait_query(const read_params& params) {
   return params.wait_ms ? "wait_ms=" + std::to_string(*params.wait_ms) : "";
@@ -321,8 +330,8 @@ class router {
   asio::awaitable<response> saga(const request& req, const http::target& t, const principal& who, const std::string& id,
                                  const read_params& params) {
     if (!params.strong && !params.wait_ms) {
-      if (auto doc = co_await projected(projection::saga_key(who.tenant, id)))
-        co_return document(req, 200, std::move(*doc), "projection");
+      auto doc = co_await projected(projection::saga_key(who.tenant, id));
+      if (doc && !refundable(*doc)) co_return document(req, 200, std::move(*doc), "projection");
     }
     authority_reads_.inc();
     auto r = co_await forward(req, ctx_.orchestrator, "the orchestrator", tenant_path(who, t.path, 1), wait_query(params),

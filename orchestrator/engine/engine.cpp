@@ -20,6 +20,16 @@ std::optional<E> from_names(std::string_view s, const E (&all)[N]) {
   return std::nullopt;
 }
 
+std::string account_of(const saga& s, const step_def& st, std::size_t item) {
+  switch (st.role) {
+    case account_role::account: return s.input.account;
+    case account_role::source: return s.input.source;
+    case account_role::destination: return s.input.destination;
+    case account_role::each_item: return s.input.items.at(item).account;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view to_string(saga_state s) {
@@ -91,6 +101,21 @@ bool call_state::may_have_applied() const {
 
 std::string step_key(const saga& s) { return s.id; }
 
+std::vector<saga_item> refunded_by(const saga& refund, const workflow_def& w) {
+  std::vector<saga_item> out;
+  for (std::size_t i = 0; i < w.steps.size() && i < refund.calls.size(); ++i) {
+    const auto& st = w.steps[i];
+    if (st.op != participant_op::refund) continue;
+    for (std::size_t item = 0; item < refund.calls[i].size(); ++item) {
+      const auto& c = refund.calls[i][item];
+      const bool applied = c.forward.status == call_status::succeeded || c.undo.status == call_status::applied;
+      if (!applied) continue;
+      out.push_back({account_of(refund, st, item), c.amount});
+    }
+  }
+  return out;
+}
+
 std::chrono::milliseconds backoff(const retry_policy& p, int attempt, const random_source& random) {
   auto cap = p.max_backoff.count();
   auto base = p.initial_backoff.count();
@@ -106,16 +131,6 @@ std::chrono::milliseconds backoff(const retry_policy& p, int attempt, const rand
 
 std::size_t engine::items_of(const saga& s, const step_def& st) const {
   return st.role == account_role::each_item ? s.input.items.size() : 1;
-}
-
-std::string engine::account_of(const saga& s, const step_def& st, std::size_t item) const {
-  switch (st.role) {
-    case account_role::account: return s.input.account;
-    case account_role::source: return s.input.source;
-    case account_role::destination: return s.input.destination;
-    case account_role::each_item: return s.input.items.at(item).account;
-  }
-  return {};
 }
 
 std::int64_t engine::amount_of(const saga& s, const step_def& st, std::size_t item) const {
@@ -481,6 +496,9 @@ decision engine::on_answer(saga& s, const call_ref& ref, const answer& a, instan
   // A hold's allocation, for the credit that re-grants it (a transfer's destination).
   if (!ref.undo && a.kind == answer_kind::succeeded && workflow_.steps[ref.step].op == participant_op::hold)
     cs.lots = a.lots;
+  // What a refund gave back: its own answer, or a cancel_key's that found it applied.
+  const bool applied = ref.undo ? a.kind == answer_kind::already_applied_succeeded : a.kind == answer_kind::succeeded;
+  if (applied && workflow_.steps[ref.step].op == participant_op::refund) cs.amount = a.amount;
   note_answer(ref.undo ? cs.undo : cs.forward, workflow_.steps[ref.step], ref.undo, a, now);
   advance(s, now, d);
   return d;

@@ -117,6 +117,9 @@ struct call_state {
   call_progress forward;
   call_progress undo;
   std::vector<lot_share> lots;  // a hold that succeeded: what it holds, by lot
+  // A refund that applied: what it gave back (one without an amount gives
+  // back what was left of its original, which only the shard knows).
+  std::int64_t amount = 0;
   // Whether the forward call may have taken effect, so compensation must
   // undo or fence it off.
   bool may_have_applied() const;
@@ -153,6 +156,10 @@ struct saga {
   std::optional<instant> wake;           // when the engine must look at this saga again
   bool operator==(const saga&) const = default;
 };
+
+// What a refund saga gave back so far, per account, in the order of its
+// calls: the refund calls that applied (any saga state).
+std::vector<saga_item> refunded_by(const saga& refund, const workflow_def& w);
 
 // The key a saga's calls carry on the shards: derived from the saga id, so
 // re-sending after a crash or a lost reply is always safe.
@@ -200,6 +207,7 @@ struct answer {
   answer_kind kind = answer_kind::transport;
   std::string code;
   std::vector<lot_share> lots;  // succeeded: the lots the command moved
+  std::int64_t amount = 0;      // succeeded, or a cancel_key's applied effect: the amount moved
 
   answer() = default;
   answer(answer_kind k, std::string c, std::vector<lot_share> l = {})
@@ -260,7 +268,6 @@ class engine {
   outgoing_call make_call(const saga& s, const call_ref& ref) const;
   // A destination's credit: the source hold's lots, grouped by expiry.
   std::vector<lot_share> source_lots(const saga& s, std::size_t credit_step) const;
-  std::string account_of(const saga& s, const step_def& st, std::size_t item) const;
   std::int64_t amount_of(const saga& s, const step_def& st, std::size_t item) const;
   std::size_t items_of(const saga& s, const step_def& st) const;
 

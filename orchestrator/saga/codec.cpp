@@ -136,6 +136,7 @@ json progress_to_json(const saga& s) {
     for (const auto& c : step) {
       json call{{"f", call_json(c.forward)}, {"u", call_json(c.undo)}};
       if (!c.lots.empty()) call["l"] = lots_json(c.lots);
+      if (c.amount != 0) call["a"] = c.amount;
       calls.push_back(std::move(call));
     }
     steps.push_back(std::move(calls));
@@ -163,7 +164,9 @@ bool progress_from_json(const json& j, saga& s, std::string& error) {
     for (const auto& step : j.at("calls")) {
       auto& calls = s.calls.emplace_back();
       for (const auto& c : step)
-        calls.push_back({call_from(c.at("f")), call_from(c.at("u")), c.contains("l") ? lots_from(c.at("l")) : std::vector<lot_share>{}});
+        calls.push_back({call_from(c.at("f")), call_from(c.at("u")),
+                         c.contains("l") ? lots_from(c.at("l")) : std::vector<lot_share>{},
+                         c.value("a", std::int64_t{0})});
     }
     if (s.cursor >= s.calls.size()) throw std::invalid_argument("cursor past the last step");
     return true;
@@ -187,7 +190,13 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
       input = {{"account_id", in.account}, {"amount", in.amount}};
       if (in.hold_timeout) input["hold_timeout_ms"] = in.hold_timeout->count();
       break;
-    case saga_type::refund: input = {{"original_saga_id", in.original_saga_id}, {"amount", in.amount}}; break;
+    case saga_type::refund:
+      // The account refunded (none: every item of a batch deduction); no
+      // amount: what was left.
+      input = {{"original_saga_id", in.original_saga_id}};
+      if (!in.account.empty()) input["account_id"] = in.account;
+      if (in.amount != 0) input["amount"] = in.amount;
+      break;
     case saga_type::transfer:
       input = {{"from_account", in.source}, {"to_account", in.destination}, {"amount", in.amount}};
       break;
@@ -220,7 +229,7 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
                      {"finished_at", finished_all && attempts > 0 ? json(to_rfc3339(finished)) : json(nullptr)},
                      {"error", failed ? step_error(*failed) : json(nullptr)}});
   }
-  return {{"saga_id", s.id},
+  json out{{"saga_id", s.id},
           {"type", to_string(w.type)},
           {"biz_id", s.biz_id},
           {"state", to_string(s.state)},
@@ -230,6 +239,36 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
           {"updated_at", to_rfc3339(updated)},
           {"deadline", to_rfc3339(s.deadline)},
           {"steps", std::move(steps)}};
+  if (w.type == saga_type::refund) out["refunded"] = refunded_json(refunded_by(s, w));
+  return out;
+}
+
+json refunded_json(const std::vector<saga_item>& items) {
+  std::int64_t total = 0;
+  auto all = json::array();
+  for (const auto& i : items) {
+    total += i.amount;
+    all.push_back({{"account_id", i.account}, {"amount", i.amount}});
+  }
+  return {{"amount", total}, {"items", std::move(all)}};
+}
+
+std::vector<saga_item> refunded_of_original(const saga& original, saga_type type,
+                                            const std::vector<saga_item>& refunds) {
+  std::vector<saga_item> out;
+  switch (type) {
+    case saga_type::deduct: out.push_back({original.input.account, 0}); break;
+    case saga_type::transfer: out.push_back({original.input.source, 0}); break;
+    case saga_type::batch_deduct:
+      for (const auto& i : original.input.items) out.push_back({i.account, 0});
+      break;
+    case saga_type::credit:
+    case saga_type::refund: return out;
+  }
+  for (const auto& r : refunds)
+    for (auto& item : out)
+      if (item.account == r.account) item.amount += r.amount;
+  return out;
 }
 
 }  // namespace tally::orch

@@ -3,6 +3,7 @@
 // them (exact round trip), and the public saga resource of API.md.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -26,6 +27,15 @@ bool progress_from_json(const nlohmann::json& j, saga& s, std::string& error);
 // The saga resource: saga_id, type, biz_id, state, input (in the public
 // field names of its type), error, created_at, updated_at, deadline, and a
 // summary per step.
+// A refund's view adds "refunded": what it gave back so far.
 nlohmann::json public_json(const saga& s, const workflow_def& w, instant updated);
+
+// {"amount": total, "items": [{"account_id", "amount"}, ...]}
+nlohmann::json refunded_json(const std::vector<saga_item>& items);
+// Per item of a deduction (its account), a transfer (its source) or a
+// batch deduction (each item's account): what `refunds` (every refund
+// saga's refunded_by) gave back. Empty for other types.
+std::vector<saga_item> refunded_of_original(const saga& original, saga_type type,
+                                            const std::vector<saga_item>& refunds);
 
 }  // namespace tally::orch

@@ -1,5 +1,6 @@
 #include "orchestrator/saga/request.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -108,9 +109,12 @@ std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, s
       break;
     }
     case saga_type::refund:
+      // Which workflow runs, and against which accounts, depends on the
+      // original: resolve_refund decides once it is loaded.
       q.workflow = "refund";
-      if (!validate::only_fields(j, {"original_saga_id", "amount", "biz_id"}, unknown)) break;
-      r.id("original_saga_id", in.original_saga_id) && r.amount("amount", in.amount) && r.id("biz_id", q.biz_id);
+      if (!validate::only_fields(j, {"original_saga_id", "amount", "biz_id", "account_id"}, unknown)) break;
+      r.id("original_saga_id", in.original_saga_id) && r.amount("amount", in.amount, false) &&
+          r.id("biz_id", q.biz_id) && r.id("account_id", in.account, false);
       break;
     case saga_type::transfer: {
       q.workflow = "transfer";
@@ -132,6 +136,53 @@ std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, s
   if (!r.error.empty()) return invalid_request{r.error};
   q.request_hash = hash_of(q);
   return q;
+}
+
+std::optional<refund_refusal> resolve_refund(saga_request& r, const saga& original, saga_type original_type) {
+  using reason = refund_refusal::reason;
+  const auto& o = original.input;
+  if (original_type != saga_type::deduct && original_type != saga_type::transfer &&
+      original_type != saga_type::batch_deduct)
+    return refund_refusal{reason::invalid_state, "only a deduction, a transfer or a batch deduction can be refunded"};
+  if (original.state != saga_state::completed)
+    return refund_refusal{reason::invalid_state, "the original saga has not completed"};
+  auto& in = r.input;
+  const std::string named = in.account;  // the request's account_id, if any
+  auto no_item = [&] {
+    return refund_refusal{reason::not_found, "saga " + original.id + " has no item for account " + named};
+  };
+  in.original_key = step_key(original);
+  if (original_type == saga_type::batch_deduct) {
+    in.original_type = "capture";
+    if (named.empty()) {
+      if (in.amount != 0)
+        return refund_refusal{reason::invalid,
+                              "amount needs account_id: a batch deduction is refunded one item at a time, or all "
+                              "that is left of every item without an amount"};
+      r.workflow = "revoke_items";
+      for (const auto& item : o.items) in.items.push_back({item.account, 0});  // 0: what is left
+      return std::nullopt;
+    }
+    auto item = std::find_if(o.items.begin(), o.items.end(), [&](const saga_item& i) { return i.account == named; });
+    if (item == o.items.end()) return no_item();
+    r.workflow = "refund";
+    return std::nullopt;
+  }
+  if (in.amount == 0) return refund_refusal{reason::invalid, "amount is required to refund a deduction or a transfer"};
+  const bool transfer = original.workflow == "transfer";
+  if (!named.empty() && named != (transfer ? o.source : o.account)) return no_item();
+  if (transfer) {
+    r.workflow = "refund_transfer";
+    in.account = o.source;  // the account refunded, as the view names it
+    in.source = o.source;
+    in.destination = o.destination;
+    in.original_type = "capture";
+  } else {
+    r.workflow = "refund";
+    in.account = o.account;
+    in.original_type = original.workflow == "deduct_held" ? "capture" : "debit";
+  }
+  return std::nullopt;
 }
 
 std::optional<invalid_request> check_action_body(std::string_view body) {

@@ -21,7 +21,7 @@ inline constexpr std::int64_t max_transfer_timeout_ms = 300'000;             // 
 struct saga_request {
   saga_type type = saga_type::credit;
   // The workflow to run. A refund names "refund" until its original is
-  // looked up: a refund of a transfer runs "refund_transfer".
+  // looked up (resolve_refund).
   std::string workflow;
   std::string tenant;
   std::string biz_id;
@@ -36,6 +36,19 @@ struct invalid_request {
 
 std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, std::string_view tenant,
                                                                const nlohmann::json& body);
+
+// Why a refund cannot start against its original (nothing is written).
+struct refund_refusal {
+  enum class reason { not_found, invalid, invalid_state } why = reason::invalid;
+  std::string message;
+};
+
+// Maps a refund onto its original, a saga of the same tenant: the workflow
+// and the accounts and shard keys its calls name. A deduction's or a
+// transfer's refund needs an amount (and may name the account refunded); a
+// batch deduction's names one item's account (its amount, or none for what
+// is left of it) or none, and then gives back what is left of every item.
+std::optional<refund_refusal> resolve_refund(saga_request& r, const saga& original, saga_type original_type);
 
 // An action on a saga (confirm, cancel, retry, abort) takes no fields: its
 // body is empty or an empty JSON object, else the refusal.

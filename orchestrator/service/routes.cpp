@@ -174,6 +174,9 @@ class router {
     auto r = co_await ctx_.runner.async_get(tenant, std::string(id), wait);
     if (!r.saga) co_return failure(req, r);
     auto body = saga_json(*r.saga);
+    auto refunded = co_await refunded_of(*r.saga);
+    if (!refunded) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+    if (!refunded->is_null()) body["refunded"] = std::move(*refunded);
     if (history) {
       auto attempts = co_await ctx_.store.async_attempts(std::string(id));
       if (attempts.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
@@ -182,6 +185,22 @@ class router {
       body["history"] = std::move(all);
     }
     co_return http::json_response(req, wait.count() == 0 || is_terminal(r.saga->s.state) ? 200 : 202, body);
+  }
+
+  // A completed deduction, transfer or batch deduction: what its refunds
+  // gave back per item; null for other sagas (a refund's own view says what
+  // it gave back); nullopt when the store cannot say.
+  asio::awaitable<std::optional<json>> refunded_of(const stored_saga& st) {
+    if (st.s.state != saga_state::completed || st.type == saga_type::credit || st.type == saga_type::refund)
+      co_return json(nullptr);
+    auto found = co_await ctx_.store.async_refunds_of(st.s.tenant, st.s.id);
+    if (found.error) co_return std::nullopt;
+    std::vector<saga_item> given;
+    for (const auto& refund : found.sagas) {
+      auto by = refunded_by(refund.s, *find_workflow(refund.s.workflow));
+      given.insert(given.end(), by.begin(), by.end());
+    }
+    co_return refunded_json(refunded_of_original(st.s, st.type, given));
   }
 
   asio::awaitable<response> run_list(const request& req, saga_filter f) {

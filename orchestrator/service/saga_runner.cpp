@@ -472,23 +472,14 @@ asio::awaitable<saga_runner::result> saga_runner::resolve_refund(saga_request& r
   if (got.error) co_return result{outcome::unavailable, std::nullopt, "the saga store is unavailable"};
   if (got.sagas.empty() || got.sagas[0].s.tenant != r.tenant)
     co_return result{outcome::not_found, std::nullopt, "no saga " + r.input.original_saga_id};
-  const auto& o = got.sagas[0];
-  if (o.type != saga_type::deduct && o.type != saga_type::transfer)
-    co_return result{outcome::invalid_state, std::nullopt, "only a deduction or a transfer can be refunded"};
-  if (o.s.state != saga_state::completed)
-    co_return result{outcome::invalid_state, std::nullopt, "the original saga has not completed"};
-  r.input.original_key = step_key(o.s);
-  if (o.s.workflow == "transfer") {
-    r.workflow = "refund_transfer";
-    r.input.source = o.s.input.source;
-    r.input.destination = o.s.input.destination;
-    r.input.original_type = "capture";
-  } else {
-    r.workflow = "refund";
-    r.input.account = o.s.input.account;
-    r.input.original_type = o.s.workflow == "deduct_held" ? "capture" : "debit";
+  auto refused = orch::resolve_refund(r, got.sagas[0].s, got.sagas[0].type);
+  if (!refused) co_return result{outcome::created};
+  switch (refused->why) {
+    case refund_refusal::reason::not_found: co_return result{outcome::not_found, std::nullopt, refused->message};
+    case refund_refusal::reason::invalid: co_return result{outcome::invalid, std::nullopt, refused->message};
+    case refund_refusal::reason::invalid_state: break;
   }
-  co_return result{outcome::created};
+  co_return result{outcome::invalid_state, std::nullopt, refused->message};
 }
 
 asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request request) {

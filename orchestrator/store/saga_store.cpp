@@ -93,6 +93,9 @@ constexpr std::string_view sql_list =
     " AND ($3::text IS NULL OR s.biz_id = $3) AND ($4::text IS NULL OR s.state = $4)"
     " AND ($5::bigint IS NULL OR s.created_at < to_timestamp($5::bigint / 1000.0)) AND s.saga_id > $6"
     " ORDER BY s.saga_id LIMIT $7";
+constexpr std::string_view sql_refunds_of =
+    "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND s.type = 'refund'"
+    " AND s.input->>'original_saga_id' = $2 ORDER BY s.saga_id";
 constexpr std::string_view sql_attempts =
     "SELECT step, item, undo, attempt, shard, command::text, (extract(epoch FROM sent_at) * 1000)::bigint, outcome,"
     " code, (extract(epoch FROM answered_at) * 1000)::bigint FROM saga_step WHERE saga_id = $1"
@@ -383,6 +386,15 @@ asio::awaitable<saga_store::load_result> saga_store::async_get(std::string saga_
   pg::result r;
   std::vector<param> params{std::move(saga_id)};
   out.error = co_await query(sql_by_id, std::move(params), r);
+  if (!out.error) out.error = decode(r, out.sagas);
+  co_return out;
+}
+
+asio::awaitable<saga_store::load_result> saga_store::async_refunds_of(std::string tenant, std::string saga_id) {
+  load_result out;
+  pg::result r;
+  std::vector<param> params{std::move(tenant), std::move(saga_id)};
+  out.error = co_await query(sql_refunds_of, std::move(params), r);
   if (!out.error) out.error = decode(r, out.sagas);
   co_return out;
 }

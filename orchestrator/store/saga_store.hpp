@@ -125,6 +125,8 @@ class saga_store {
   boost::asio::awaitable<pg::error> async_release(std::string saga_id);
   // One saga by id (any tenant: callers check).
   boost::asio::awaitable<load_result> async_get(std::string saga_id);
+  // Every refund saga of the tenant whose original is `saga_id`, in any state.
+  boost::asio::awaitable<load_result> async_refunds_of(std::string tenant, std::string saga_id);
   // Sagas matching the filter, oldest first (ids are time-ordered).
   boost::asio::awaitable<load_result> async_list(saga_filter f);
 

@@ -40,9 +40,9 @@ nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant) {
       if (c.amount > 0) j["amount"] = c.amount;
       break;
     case participant_op::release: j["biz_id"] = c.biz_id; break;
-    case participant_op::refund:
+    case participant_op::refund:  // without an amount: what is left of the original
       j["biz_id"] = c.biz_id;
-      j["amount"] = c.amount;
+      if (c.amount > 0) j["amount"] = c.amount;
       j["original_type"] = c.original_type;
       j["original_id"] = c.original_id;
       break;
@@ -79,7 +79,15 @@ answer answer_from_result(const nlohmann::json& r) {
   if (!r.is_object() || !r.contains("status") || !r["status"].is_string()) return {answer_kind::transport, "bad_reply"};
   const auto status = r["status"].get<std::string>();
   const auto code = r.contains("code") && r["code"].is_string() ? r["code"].get<std::string>() : std::string();
-  if (status == "succeeded") return {answer_kind::succeeded, "", lots_of(r)};
+  auto amount_in = [](const nlohmann::json& o) {
+    auto a = o.find("amount");
+    return a != o.end() && a->is_number_integer() ? a->get<std::int64_t>() : std::int64_t{0};
+  };
+  if (status == "succeeded") {
+    answer a{answer_kind::succeeded, "", lots_of(r)};
+    a.amount = amount_in(r);
+    return a;
+  }
   if (status == "rejected") return {answer_kind::rejected, code.empty() ? "rejected" : code};
   if (status == "conflict") return {answer_kind::conflict, code};
   if (status == "cancelled") return {answer_kind::cancelled, ""};
@@ -87,7 +95,11 @@ answer answer_from_result(const nlohmann::json& r) {
   if (status == "already_applied") {
     const auto applied = r.value("applied", nlohmann::json::object());
     const auto state = applied.value("state", std::string());
-    if (state == "succeeded") return {answer_kind::already_applied_succeeded, ""};
+    if (state == "succeeded") {
+      answer a{answer_kind::already_applied_succeeded, ""};
+      a.amount = amount_in(applied);
+      return a;
+    }
     if (state.empty()) return {answer_kind::transport, "bad_reply"};
     return {answer_kind::already_applied_other, applied.value("code", state)};
   }

@@ -108,6 +108,11 @@ std::vector<workflow_def> built_in() {
                 step("refund_source", op::refund, role::source, undo::cancel_key, true),
                 step("capture_destination", op::capture, role::destination, undo::none)},
                std::chrono::milliseconds(10000)});
+  w.push_back({"revoke_items", saga_type::refund,
+               "Give back what is left of every item of a completed batch deduction, each refund against its "
+               "item's capture. Forward only: a refund cannot be taken back, so a refused item needs an operator.",
+               {step("refund_items", op::refund, role::each_item, undo::none, true)},
+               std::chrono::milliseconds(30000)});
   w.push_back({"transfer", saga_type::transfer,
                "Hold the source, credit the destination (the pivot), capture the source. Before the pivot a "
                "rejection or the deadline compensates: cancel_key on the credit, then release the hold.",

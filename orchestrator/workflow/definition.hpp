@@ -14,7 +14,8 @@
 namespace tally::orch {
 
 // The public saga types (API.md). A type may have several workflows: a
-// deduction is immediate or held, a refund is of a deduction or of a transfer.
+// deduction is immediate or held, a refund is of a deduction, a transfer or
+// the items of a batch deduction.
 enum class saga_type { credit, deduct, refund, transfer, batch_deduct };
 std::string_view to_string(saga_type t);
 std::optional<saga_type> saga_type_from(std::string_view s);

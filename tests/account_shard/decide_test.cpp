@@ -74,7 +74,7 @@ command refund(const std::string& id, std::int64_t amount, const std::string& or
                const std::string& original_type = "debit", const std::string& account = "a1") {
   json j = base("refund", account);
   j["biz_id"] = id;
-  j["amount"] = amount;
+  if (amount != 0) j["amount"] = amount;  // none: what is left of the original
   j["original_type"] = original_type;
   j["original_id"] = original_id;
   return parse(j);
@@ -649,6 +649,36 @@ TEST_F(Decide, CumulativeRefundsUpToTheOriginal) {
   EXPECT_TRUE(r1b.replayed);
   EXPECT_EQ(op("debit", "d1").refunded, 60);
   EXPECT_EQ(acc().balance, 100);
+}
+
+TEST_F(Decide, RefundWithoutAmountGivesBackWhatIsLeft) {
+  add_account("a1", 100);
+  st.decide(hold("h1", 40));
+  st.decide(capture("h1"));
+  ASSERT_EQ(st.decide(refund("r1", 15, "h1", "capture")).status, reply_status::succeeded);
+
+  reply rest = st.decide(refund("r2", 0, "h1", "capture"));
+  EXPECT_EQ(rest.status, reply_status::succeeded);
+  EXPECT_EQ(rest.amount, 25);
+  EXPECT_EQ(acc().balance, 100);
+  EXPECT_EQ(op("capture", "h1").refunded, 40);
+  ASSERT_EQ(st.ledger.size(), 3u);  // the capture, r1, r2
+  EXPECT_EQ(st.ledger.back().delta, 25);
+
+  // Nothing left: the refund succeeds and writes no entry and no event.
+  const std::size_t events = st.events.size();
+  reply none = st.decide(refund("r3", 0, "h1", "capture"));
+  EXPECT_EQ(none.status, reply_status::succeeded);
+  EXPECT_EQ(none.amount, 0);
+  EXPECT_FALSE(none.ledger_seq.has_value());
+  EXPECT_EQ(st.ledger.size(), 3u);
+  EXPECT_EQ(st.events.size(), events);
+  EXPECT_EQ(acc().balance, 100);
+
+  // Replayed, each answers what it did the first time.
+  EXPECT_EQ(st.decide(refund("r2", 0, "h1", "capture")).amount, 25);
+  EXPECT_TRUE(st.decide(refund("r3", 0, "h1", "capture")).replayed);
+  EXPECT_EQ(op("capture", "h1").refunded, 40);
 }
 
 TEST_F(Decide, SingleRefundLargerThanOriginalIsRejected) {

@@ -242,6 +242,58 @@ TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
   EXPECT_EQ(account(b)["balance"], 8);
 }
 
+// A revoke names an item of an original of its own tenant and no more than
+// is left of it; anything else gets the documented error and writes nothing.
+// The original's plain GET says what came back per item (its refunds change
+// it after it finished: the orchestrator answers); a refund's own view comes
+// from the projection like any saga's.
+TEST_F(GatewayApi, RevokesOfBatchItemsAndTheirRefusals) {
+  const auto a = open_funded(10), b = open_funded(10);
+  auto batch = post("/v1/batch-deductions?wait_ms=5000",
+                    {{"biz_id", unique_id("class")}, {"items", {{{"account_id", a}, {"amount", 4}}, {{"account_id", b}, {"amount", 6}}}}});
+  ASSERT_EQ(batch.json()["state"], "completed") << batch.body;
+  const std::string original = batch.json()["saga_id"];
+  const auto before_a = ledger(a), before_b = ledger(b);
+  auto refunds_named = [&](const std::string& biz) {
+    auto r = call("GET", "/v1/sagas?type=refund&biz_id=" + biz);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["sagas"].size();
+  };
+
+  const auto ghost = unique_id("r");
+  expect_error(post("/v1/refunds", {{"original_saga_id", original}, {"account_id", unique_id("nobody")}, {"biz_id", ghost}}),
+               404, "not_found");
+  EXPECT_EQ(refunds_named(ghost), 0u);
+  const auto foreign = unique_id("r");
+  expect_error(post("/v1/refunds", {{"original_saga_id", original}, {"account_id", a}, {"biz_id", foreign}}, globex_app_key),
+               404, "not_found");
+  const auto vague = unique_id("r");
+  expect_error(post("/v1/refunds", {{"original_saga_id", original}, {"amount", 1}, {"biz_id", vague}}), 400,
+               "invalid_request");
+  EXPECT_EQ(refunds_named(vague), 0u);
+  auto over = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", original}, {"account_id", a}, {"amount", 5}, {"biz_id", unique_id("r")}});
+  EXPECT_EQ(over.json()["state"], "failed") << over.body;
+  EXPECT_EQ(over.json()["error"]["code"], "refund_exceeds_original");
+  EXPECT_EQ(ledger(a), before_a);
+  EXPECT_EQ(ledger(b), before_b);
+
+  auto all = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", original}, {"biz_id", unique_id("r")}});
+  EXPECT_EQ(all.json()["state"], "completed") << all.body;
+  EXPECT_EQ(all.json()["refunded"]["amount"], 10);
+  EXPECT_EQ(account(a)["balance"], 10);
+  EXPECT_EQ(account(b)["balance"], 10);
+  auto view = call("GET", "/v1/sagas/" + original);
+  EXPECT_EQ(view.header("x-tally-read"), "authority");
+  EXPECT_EQ(view.json()["refunded"],
+            (json{{"amount", 10}, {"items", {{{"account_id", a}, {"amount", 4}}, {{"account_id", b}, {"amount", 6}}}}}))
+      << view.body;
+  const std::string revoke = all.json()["saga_id"];
+  EXPECT_TRUE(eventually([&] {
+    auto r = call("GET", "/v1/sagas/" + revoke);
+    return r.header("x-tally-read") == "projection" && r.json()["refunded"] == all.json()["refunded"];
+  }));
+}
+
 // Ids may hold ':' (API.md), which many clients percent-encode in paths and
 // query strings: the encoded and the plain spelling name the same object.
 TEST_F(GatewayApi, PercentEncodedIdsNameTheSameObjects) {

@@ -116,7 +116,11 @@ TEST(RedisFaults, WritesGoOnReadsFallBackAndProjectionsAreRebuilt) {
   auto t = a.post("/v1/transfers?wait_ms=5000",
                   {{"from_account", accounts[0]}, {"to_account", accounts[1]}, {"amount", 30}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(t.json()["state"], "completed") << t.body;
-  const std::string transfer = t.json()["saga_id"];
+  auto given = a.post("/v1/credits?wait_ms=5000", {{"account_id", accounts[2]}, {"amount", 5}, {"biz_id", unique_id("c")}});
+  EXPECT_EQ(given.json()["state"], "completed") << given.body;
+  // A completed credit is read from the projection once there is one (a
+  // completed transfer always from the orchestrator: its refunds change it).
+  const std::string credit = given.json()["saga_id"];
   // Reads fall back to the shards, with what the ledger says.
   auto read = a.call("GET", "/v1/accounts/" + accounts[1]);
   EXPECT_EQ(read.status, 200);
@@ -147,7 +151,7 @@ TEST(RedisFaults, WritesGoOnReadsFallBackAndProjectionsAreRebuilt) {
   s.redis().start();
   for (const auto& id : accounts) EXPECT_TRUE(eventually([&] { return a.projected_equals_ledger(id); }, 20s)) << id;
   EXPECT_TRUE(eventually([&] {
-    auto r = a.call("GET", "/v1/sagas/" + transfer);
+    auto r = a.call("GET", "/v1/sagas/" + credit);
     return r.header("x-tally-read") == "projection" && r.json()["state"] == "completed";
   }, 20s));
 }

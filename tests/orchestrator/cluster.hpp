@@ -117,7 +117,11 @@ struct cluster {
     for (const auto& [a, b] : opened) expected += b;
     expected += query_int(saga_db,
                           "SELECT coalesce(sum(CASE type WHEN 'credit' THEN (input->>'amount')::bigint"
-                          " WHEN 'refund' THEN CASE workflow WHEN 'refund' THEN (input->>'amount')::bigint ELSE 0 END"
+                          // What a refund gave back is in its calls' progress ("a"); a
+                          // transfer's refund moves value back between two accounts.
+                          " WHEN 'refund' THEN CASE WHEN workflow IN ('refund', 'revoke_items') THEN"
+                          "   (SELECT coalesce(sum((c->>'a')::bigint), 0) FROM json_array_elements(progress->'calls') st,"
+                          "    json_array_elements(st) c) ELSE 0 END"
                           " WHEN 'deduct' THEN -(input->>'amount')::bigint"
                           " WHEN 'batch_deduct' THEN -(SELECT sum((i->>'amount')::bigint)"
                           "   FROM jsonb_array_elements(input->'items') i) ELSE 0 END), 0)"

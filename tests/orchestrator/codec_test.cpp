@@ -77,6 +77,43 @@ TEST(StoredSaga, RoundTripsExactlyAfterEveryEvent) {
   EXPECT_EQ(reloaded(held), held);
 }
 
+TEST(StoredSaga, ARefundKeepsWhatItGaveBack) {
+  auto e = engine_for("refund");
+  auto s = one_account("sg_01REFUND", "erin", 0);
+  e.start(s, t0);
+  answer a{answer_kind::succeeded, ""};
+  a.amount = 9;
+  e.on_answer(s, {0, 0, false}, a, t0 + 1ms);
+  ASSERT_EQ(s.calls[0][0].amount, 9);
+  EXPECT_EQ(reloaded(s), s);
+}
+
+TEST(PublicSaga, ARefundSaysWhatItGaveBackAndAnOriginalPerItem) {
+  const auto& w = *find_workflow("refund");
+  auto e = engine_for("refund");
+  auto s = one_account("sg_01REFUND", "s2", 0);
+  s.input.original_saga_id = "sg_01BATCH";
+  e.start(s, t0);
+  auto j = public_json(s, w, t0);
+  EXPECT_EQ(j["input"], (json{{"original_saga_id", "sg_01BATCH"}, {"account_id", "s2"}}));
+  EXPECT_EQ(j["refunded"], (json{{"amount", 0}, {"items", json::array()}}));
+  answer a{answer_kind::succeeded, ""};
+  a.amount = 9;
+  e.on_answer(s, {0, 0, false}, a, t0 + 1ms);
+  j = public_json(s, w, t0);
+  EXPECT_EQ(j["refunded"], (json{{"amount", 9}, {"items", {{{"account_id", "s2"}, {"amount", 9}}}}}));
+
+  saga batch;
+  batch.input.items = {{"s1", 10}, {"s2", 20}, {"s3", 5}};
+  auto per_item = refunded_of_original(batch, saga_type::batch_deduct, {{"s2", 9}, {"s1", 1}, {"s2", 11}, {"x", 4}});
+  EXPECT_EQ(per_item, (std::vector<saga_item>{{"s1", 1}, {"s2", 20}, {"s3", 0}}));
+  EXPECT_EQ(refunded_json(per_item)["amount"], 21);
+  auto transfer = transfer_saga();
+  EXPECT_EQ(refunded_of_original(transfer, saga_type::transfer, {{"alice", 5}}),
+            (std::vector<saga_item>{{"alice", 5}}));
+  EXPECT_TRUE(refunded_of_original(transfer, saga_type::credit, {{"alice", 5}}).empty());
+}
+
 TEST(StoredSaga, RefusesWhatItDidNotWrite) {
   saga s;
   std::string error;

@@ -506,6 +506,76 @@ TEST(Refund, CarriesTheOriginalKey) {
   EXPECT_EQ(s.error->code, "refund_exceeds_original");
 }
 
+answer gave(std::int64_t amount) {
+  answer a = ok();
+  a.amount = amount;
+  return a;
+}
+
+TEST(Refund, WhatARefundGaveBackIsItsShardsAnswer) {
+  auto e = engine_for("refund");
+  auto s = one_account("sg_01REFUND", "erin", 0);  // what is left
+  s.input.original_type = "capture";
+  s.input.original_key = "sg_01ORIGINAL";
+  auto d = e.start(s, t0);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].amount, 0);
+  EXPECT_TRUE(refunded_by(s, *find_workflow("refund")).empty());
+  e.on_answer(s, {0, 0, false}, gave(6), t0 + 1ms);
+  EXPECT_EQ(s.state, saga_state::completed);
+  EXPECT_EQ(refunded_by(s, *find_workflow("refund")), (std::vector<saga_item>{{"erin", 6}}));
+
+  // A cancel_key at the deadline that finds the refund applied learns its amount.
+  auto late = one_account("sg_01REFUND2", "erin", 4);
+  e.start(late, t0);
+  d = e.on_wake(late, t0 + 10s);
+  ASSERT_EQ(d.send.size(), 1u);
+  answer applied{answer_kind::already_applied_succeeded, ""};
+  applied.amount = 4;
+  e.on_answer(late, {0, 0, true}, applied, t0 + 10s);
+  EXPECT_EQ(late.state, saga_state::completed);
+  EXPECT_EQ(refunded_by(late, *find_workflow("refund")), (std::vector<saga_item>{{"erin", 4}}));
+}
+
+TEST(RevokeItems, RefundsWhatIsLeftOfEveryItemForwardOnly) {
+  const auto& w = *find_workflow("revoke_items");
+  auto e = engine_for("revoke_items");
+  auto s = batch(3);
+  for (auto& i : s.input.items) i.amount = 0;
+  s.input.original_type = "capture";
+  s.input.original_key = "sg_01ORIGINAL";
+  auto d = e.start(s, t0);
+  ASSERT_EQ(d.send.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(d.send[i].op, participant_op::refund);
+    EXPECT_EQ(d.send[i].account, "student-" + std::to_string(i));
+    EXPECT_EQ(d.send[i].amount, 0);
+    EXPECT_EQ(d.send[i].original_id, "sg_01ORIGINAL");
+  }
+  EXPECT_TRUE(e.past_pivot(s));  // a refund once sent is not taken back
+  e.on_answer(s, {0, 0, false}, gave(1), t0 + 1ms);
+  e.on_answer(s, {0, 2, false}, gave(0), t0 + 1ms);  // nothing was left of it
+  // A frozen account is waited for, never compensated.
+  d = e.on_answer(s, {0, 1, false}, {answer_kind::retry, "account_frozen"}, t0 + 2ms);
+  EXPECT_EQ(s.state, saga_state::running);
+  EXPECT_TRUE(d.send.empty());
+  d = e.on_wake(s, t0 + 1s);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].account, "student-1");
+  e.on_answer(s, {0, 1, false}, gave(1), t0 + 1s);
+  EXPECT_EQ(s.state, saga_state::completed);
+  EXPECT_EQ(refunded_by(s, w), (std::vector<saga_item>{{"student-0", 1}, {"student-1", 1}, {"student-2", 0}}));
+
+  // A refused item cannot be compensated: an operator looks at it.
+  auto r = batch(2);
+  e.start(r, t0);
+  e.on_answer(r, {0, 0, false}, gave(1), t0 + 1ms);
+  e.on_answer(r, {0, 1, false}, rejected("account_closed"), t0 + 1ms);
+  EXPECT_EQ(r.state, saga_state::needs_attention);
+  EXPECT_NE(r.attention.find("account_closed"), std::string::npos);
+  EXPECT_EQ(refunded_by(r, w), (std::vector<saga_item>{{"student-0", 1}}));
+}
+
 TEST(Workflows, OnlyForwardStepsAfterThePivotMaySkipTheWriteAhead) {
   EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(0));  // hold: compensable
   EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(1));  // the pivot

@@ -130,6 +130,64 @@ TEST_F(OrchestratorApi, RefundsAreCumulativeUpToTheOriginal) {
   EXPECT_TRUE(c_->check_promises().empty()) << ::testing::PrintToString(c_->check_promises());
 }
 
+// Revoke of a batch deduction's items (the lesson-credit ledger's
+// revokeConsume): one item in part, the rest of it, then all that is left
+// of every item; each replayed; the original's view says what came back.
+TEST_F(OrchestratorApi, BatchItemsAreRevokedOneAtATimeOrAllThatIsLeft) {
+  json items = json::array({{{"account_id", a0()}, {"amount", 10}}, {{"account_id", a1()}, {"amount", 20}},
+                            {{"account_id", a0(1)}, {"amount", 30}}});
+  auto batch = run("batch-deductions", {{"biz_id", "b-rv"}, {"items", items}});
+  ASSERT_EQ(batch["state"], "completed") << batch.dump();
+  const std::string original = batch["saga_id"];
+  auto refunded = [](std::int64_t total, std::vector<std::pair<std::string, std::int64_t>> per) {
+    json j = {{"amount", total}, {"items", json::array()}};
+    for (auto& [a, n] : per) j["items"].push_back({{"account_id", a}, {"amount", n}});
+    return j;
+  };
+
+  const json part_body = {{"original_saga_id", original}, {"account_id", a1()}, {"amount", 5}, {"biz_id", "rv-part"}};
+  auto part = run("refunds", part_body);
+  EXPECT_EQ(part["state"], "completed") << part.dump();
+  EXPECT_EQ(part["input"], (json{{"original_saga_id", original}, {"account_id", a1()}, {"amount", 5}}));
+  EXPECT_EQ(part["refunded"], refunded(5, {{a1(), 5}}));
+  auto rest = run("refunds", {{"original_saga_id", original}, {"account_id", a1()}, {"biz_id", "rv-rest"}});
+  EXPECT_EQ(rest["refunded"], refunded(15, {{a1(), 15}})) << rest.dump();
+  EXPECT_EQ(c_->balance(a1()), 100);
+  EXPECT_EQ(c_->entries(a1(), rest["saga_id"]), 1);
+
+  auto all = run("refunds", {{"original_saga_id", original}, {"biz_id", "rv-all"}});
+  EXPECT_EQ(all["state"], "completed") << all.dump();
+  // The item refunded already gives nothing more and writes no entry.
+  EXPECT_EQ(all["refunded"], refunded(40, {{a0(), 10}, {a1(), 0}, {a0(1), 30}}));
+  EXPECT_EQ(c_->entries(a1(), all["saga_id"]), 0);
+  EXPECT_EQ(c_->entries(a0(1), all["saga_id"]), 1);
+  for (const auto& a : {a0(), a1(), a0(1)}) EXPECT_EQ(c_->balance(a), 100) << a;
+
+  // The same biz_id again is the same saga, never a second reversal.
+  for (const auto& [body, first] : {std::pair<json, json>{part_body, part},
+                                    {{{"original_saga_id", original}, {"biz_id", "rv-all"}}, all}}) {
+    auto again = post_saga(*http_, "refunds", body);
+    EXPECT_EQ(again.status, 200) << again.body;
+    EXPECT_EQ(again.json()["saga_id"], first["saga_id"]);
+    EXPECT_EQ(again.json()["refunded"], first["refunded"]);
+  }
+  for (const auto& a : {a0(), a1(), a0(1)}) EXPECT_EQ(c_->balance(a), 100) << a;
+  EXPECT_EQ(c_->entries(a1(), part["saga_id"]), 1);
+  EXPECT_EQ(c_->entries(a0(1), all["saga_id"]), 1);
+
+  // Nothing is left: a later revoke of everything completes having given nothing.
+  auto nothing = run("refunds", {{"original_saga_id", original}, {"biz_id", "rv-none"}});
+  EXPECT_EQ(nothing["refunded"], refunded(0, {{a0(), 0}, {a1(), 0}, {a0(1), 0}})) << nothing.dump();
+  auto over = run("refunds", {{"original_saga_id", original}, {"account_id", a0()}, {"amount", 1}, {"biz_id", "rv-over"}});
+  EXPECT_EQ(over["state"], "failed");
+  EXPECT_EQ(over["error"]["code"], "refund_exceeds_original");
+  EXPECT_EQ(c_->entries(a0(), over["saga_id"]), 0);
+
+  auto view = get_saga(*http_, original).json();
+  EXPECT_EQ(view["refunded"], refunded(60, {{a0(), 10}, {a1(), 20}, {a0(1), 30}})) << view.dump();
+  EXPECT_TRUE(c_->check_promises().empty()) << ::testing::PrintToString(c_->check_promises());
+}
+
 TEST_F(OrchestratorApi, BatchDeductIsAllOrNothingAcrossShards) {
   json ok_items = json::array({{{"account_id", a0()}, {"amount", 10}}, {{"account_id", a1()}, {"amount", 10}},
                                {{"account_id", a0(1)}, {"amount", 10}}, {{"account_id", a1(1)}, {"amount", 10}}});
@@ -344,7 +402,7 @@ TEST_F(OrchestratorApi, OperatorsListInspectAbortAndReadWorkflows) {
   EXPECT_EQ(http_->call("GET", "/v1/tenants/other/sagas/" + t["saga_id"].get<std::string>()).status, 404);
   auto workflows = http_->call("GET", "/v1/workflows");
   EXPECT_EQ(workflows.status, 200);
-  EXPECT_EQ(workflows.json()["workflows"].size(), 7u);
+  EXPECT_EQ(workflows.json()["workflows"].size(), 8u);
 }
 
 TEST_F(OrchestratorApi, DestinationDownBeforeThePivotCompensatesAndNoCreditAppearsLater) {

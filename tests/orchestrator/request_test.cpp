@@ -151,6 +151,120 @@ TEST(SagaRequest, BatchItemsAreOneToAThousandDistinctAccounts) {
   EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", "s1"}}), "items must be an array");
 }
 
+// ---- a refund against its original ----
+
+saga completed(std::string workflow, saga_input in) {
+  saga s;
+  s.id = "sg_01ORIGINAL";
+  s.tenant = "t1";
+  s.workflow = std::move(workflow);
+  s.state = saga_state::completed;
+  s.input = std::move(in);
+  return s;
+}
+
+saga batch_of(std::vector<saga_item> items) {
+  saga_input in;
+  in.items = std::move(items);
+  return completed("batch_deduct", in);
+}
+
+// alice paid 50 (immediately, or held then captured).
+saga deduction(std::string workflow = "deduct") {
+  saga_input in;
+  in.account = "alice";
+  in.amount = 50;
+  return completed(std::move(workflow), in);
+}
+
+saga_request refund_request(const json& extra) {
+  json body = {{"original_saga_id", "sg_01ORIGINAL"}, {"biz_id", "r-1"}};
+  body.update(extra);
+  return ok(saga_type::refund, body);
+}
+
+TEST(RefundResolution, ABatchItemByAccountInFullOrInPart) {
+  const auto batch = batch_of({{"s1", 10}, {"s2", 20}});
+  auto one = refund_request({{"account_id", "s2"}});
+  ASSERT_FALSE(resolve_refund(one, batch, saga_type::batch_deduct));
+  EXPECT_EQ(one.workflow, "refund");
+  EXPECT_EQ(one.input.account, "s2");
+  EXPECT_EQ(one.input.amount, 0);  // what is left of it
+  EXPECT_EQ(one.input.original_type, "capture");
+  EXPECT_EQ(one.input.original_key, "sg_01ORIGINAL");
+
+  auto part = refund_request({{"account_id", "s1"}, {"amount", 4}});
+  ASSERT_FALSE(resolve_refund(part, batch, saga_type::batch_deduct));
+  EXPECT_EQ(part.workflow, "refund");
+  EXPECT_EQ(part.input.amount, 4);
+}
+
+TEST(RefundResolution, EveryBatchItemWithoutAnAccount) {
+  auto all = refund_request(json::object());
+  ASSERT_FALSE(resolve_refund(all, batch_of({{"s1", 10}, {"s2", 20}}), saga_type::batch_deduct));
+  EXPECT_EQ(all.workflow, "revoke_items");
+  EXPECT_EQ(all.input.items, (std::vector<saga_item>{{"s1", 0}, {"s2", 0}}));
+  EXPECT_EQ(all.input.original_type, "capture");
+}
+
+TEST(RefundResolution, DeductionsAndTransfersAsBefore) {
+  auto r = refund_request({{"amount", 5}});
+  ASSERT_FALSE(resolve_refund(r, deduction(), saga_type::deduct));
+  EXPECT_EQ(r.workflow, "refund");
+  EXPECT_EQ(r.input.account, "alice");
+  EXPECT_EQ(r.input.original_type, "debit");
+  auto held = refund_request({{"amount", 5}, {"account_id", "alice"}});
+  ASSERT_FALSE(resolve_refund(held, deduction("deduct_held"), saga_type::deduct));
+  EXPECT_EQ(held.input.original_type, "capture");
+
+  saga_input t;
+  t.source = "alice";
+  t.destination = "bob";
+  t.amount = 30;
+  auto back = refund_request({{"amount", 30}});
+  ASSERT_FALSE(resolve_refund(back, completed("transfer", t), saga_type::transfer));
+  EXPECT_EQ(back.workflow, "refund_transfer");
+  EXPECT_EQ(back.input.account, "alice");
+  EXPECT_EQ(back.input.source, "alice");
+  EXPECT_EQ(back.input.destination, "bob");
+}
+
+TEST(RefundResolution, RefusalsSayWhy) {
+  using reason = refund_refusal::reason;
+  auto why = [](saga_request r, const saga& o, saga_type t) {
+    auto refused = resolve_refund(r, o, t);
+    return refused ? std::make_pair(refused->why, refused->message) : std::make_pair(reason::invalid, std::string("none"));
+  };
+  const auto batch = batch_of({{"s1", 10}});
+  EXPECT_EQ(why(refund_request({{"account_id", "s9"}}), batch, saga_type::batch_deduct),
+            std::make_pair(reason::not_found, std::string("saga sg_01ORIGINAL has no item for account s9")));
+  EXPECT_EQ(why(refund_request({{"amount", 3}}), batch, saga_type::batch_deduct).first, reason::invalid);
+  auto running = batch;
+  running.state = saga_state::running;
+  EXPECT_EQ(why(refund_request(json::object()), running, saga_type::batch_deduct),
+            std::make_pair(reason::invalid_state, std::string("the original saga has not completed")));
+
+  EXPECT_EQ(why(refund_request(json::object()), deduction(), saga_type::deduct),
+            std::make_pair(reason::invalid, std::string("amount is required to refund a deduction or a transfer")));
+  EXPECT_EQ(why(refund_request({{"amount", 1}, {"account_id", "bob"}}), deduction(), saga_type::deduct).first,
+            reason::not_found);
+  EXPECT_EQ(why(refund_request({{"amount", 1}}), deduction("credit"), saga_type::credit).first,
+            reason::invalid_state);
+  EXPECT_EQ(why(refund_request({{"amount", 1}}), deduction("refund"), saga_type::refund).first,
+            reason::invalid_state);
+}
+
+TEST(RefundResolution, TheHashIsWhatTheAppSent) {
+  // Adding account_id and leaving out amount are new requests; a refund
+  // as apps sent it before hashes as before.
+  auto base = refund_request({{"amount", 5}}).request_hash;
+  EXPECT_NE(refund_request({{"amount", 5}, {"account_id", "s1"}}).request_hash, base);
+  EXPECT_NE(refund_request({{"account_id", "s1"}}).request_hash, refund_request({{"account_id", "s2"}}).request_hash);
+  EXPECT_NE(refund_request(json::object()).request_hash, base);
+  EXPECT_EQ(refused(saga_type::refund, {{"original_saga_id", "sg_0"}, {"biz_id", "r"}, {"account_id", "a b"}}),
+            "account_id must match [A-Za-z0-9._:-]{1,64}");
+}
+
 TEST(SagaAction, TakesNoBodyOrAnEmptyObject) {
   for (const char* body : {"", " \r\n", "{}", " { } "}) EXPECT_FALSE(check_action_body(body)) << body;
   for (const char* body : {"{", "[]", "null", "\"{}\"", "{}{}", R"({"amount":1})", R"({"":null})"})

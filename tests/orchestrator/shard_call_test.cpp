@@ -42,6 +42,15 @@ TEST(ShardAnswer, ASucceededReplyCarriesItsLots) {
   EXPECT_EQ(a.lots, (std::vector<lot_share>{{20, 1798761600000, "a"}, {10, std::nullopt, "1"}}));
 }
 
+TEST(ShardAnswer, TheAmountMovedComesBackApplied) {
+  EXPECT_EQ(answer_from_result(json::parse(R"({"status":"succeeded","command":"refund","amount":25})")).amount, 25);
+  auto applied = answer_from_result(
+      json::parse(R"({"status":"already_applied","applied":{"state":"succeeded","amount":7}})"));
+  EXPECT_EQ(applied.kind, answer_kind::already_applied_succeeded);
+  EXPECT_EQ(applied.amount, 7);
+  EXPECT_EQ(answer_from_result(json::parse(R"({"status":"succeeded","amount":"x"})")).amount, 0);
+}
+
 TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   auto credit = call(participant_op::credit);
   credit.memo = "gift";
@@ -62,6 +71,10 @@ TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   refund.original_id = "sg_0";
   EXPECT_EQ(shard_command(refund, "t1"),
             (json{{"type", "refund"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
+                  {"original_type", "capture"}, {"original_id", "sg_0"}}));
+  refund.amount = 0;  // what is left of the original
+  EXPECT_EQ(shard_command(refund, "t1"),
+            (json{{"type", "refund"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"},
                   {"original_type", "capture"}, {"original_id", "sg_0"}}));
   outgoing_call cancel;
   cancel.op = participant_op::cancel_key;
