@@ -20,7 +20,7 @@ def consistent():
         "sg_t": {"type": "transfer", "biz_id": "t1", "state": "completed",
                  "input": {"source": "a", "destination": "b", "amount": 30}},
         "sg_d": {"type": "deduct", "biz_id": "d1", "state": "failed", "input": {"account": "b", "amount": 500}},
-        "sg_r": {"type": "refund", "biz_id": "r1", "state": "completed",
+        "sg_r": {"type": "refund", "biz_id": "r1", "state": "completed", "workflow": "refund_transfer",
                  "input": {"original_saga_id": "sg_t", "amount": 10}},
         "sg_e": {"type": "credit", "biz_id": "e1", "state": "completed",
                  "input": {"account": "b", "amount": 25, "expires_at": "2026-12-03T10:00:05Z"}},
@@ -81,6 +81,36 @@ class CheckerTest(unittest.TestCase):
         s["lots"][1]["remaining"] += 1
         s["projections"]["accounts"]["b"]["balance"] += 1
         self.assertEqual(self.promises(s), {"conservation"})
+
+    @staticmethod
+    def revoked():
+        """consistent(), then a batch took 5 from a and 5 from b; b's item
+        was revoked by 2, then a revoke of every item gave back what was
+        left: 5 to a, 3 to b."""
+        s = consistent()
+        s["sagas"]["sg_b"] = {"type": "batch_deduct", "biz_id": "b1", "state": "completed",
+                              "input": {"items": [{"account_id": "a", "amount": 5}, {"account_id": "b", "amount": 5}]}}
+        s["sagas"]["sg_v1"] = {"type": "refund", "biz_id": "v1", "state": "completed", "workflow": "refund",
+                               "input": {"original_saga_id": "sg_b", "account": "b", "amount": 2},
+                               "progress": {"calls": [[{"a": 2}]]}}
+        s["sagas"]["sg_v2"] = {"type": "refund", "biz_id": "v2", "state": "completed", "workflow": "revoke_items",
+                               "input": {"original_saga_id": "sg_b",
+                                         "items": [{"account_id": "a", "amount": 0}, {"account_id": "b", "amount": 0}]},
+                               "progress": {"calls": [[{"a": 5}, {"a": 3}]]}}
+        s["ledger_by_saga"].update({"sg_b": {"a": -5, "b": -5}, "sg_v1": {"b": 2}, "sg_v2": {"a": 5, "b": 3}})
+        for sid in ("sg_b", "sg_v1", "sg_v2"):
+            s["projections"]["sagas"][sid] = {"state": "completed"}
+        return s
+
+    def test_revokes_move_what_their_shards_said_and_no_more_than_the_items_took(self):
+        self.assertEqual(checker.check(self.revoked(), HISTORY), [])
+        s = self.revoked()
+        s["ledger_by_saga"]["sg_v2"]["b"] = 4  # the ledger gave back more than the saga was told
+        s["accounts"][1]["balance"] += 1
+        s["accounts"][1]["ledger_sum"] += 1
+        s["lots"][1]["remaining"] += 1
+        s["projections"]["accounts"]["b"]["balance"] += 1
+        self.assertEqual(self.promises(s), {"one_effect_per_key", "refunds_within_original", "conservation"})
 
     def test_a_saga_applied_twice_breaks_one_effect_per_key(self):
         s = consistent()

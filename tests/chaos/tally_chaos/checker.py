@@ -34,14 +34,50 @@ def saga_effect(saga, sagas):
     if kind == "batch_deduct":
         return {item["account_id"]: -item["amount"] for item in i["items"]}
     if kind == "refund":
+        if saga.get("workflow") in ("refund", "revoke_items"):
+            return refunded_by(saga)
         original = sagas.get(i["original_saga_id"])
         if original is None:
             return {"?refund-of-unknown-original": i["amount"]}
         o = original["input"]
-        if original["type"] == "transfer":
-            return {o["source"]: i["amount"], o["destination"]: -i["amount"]}
-        return {o["account"]: i["amount"]}
+        return {o["source"]: i["amount"], o["destination"]: -i["amount"]}
     return {"?unknown-saga-type": 0}
+
+
+def refunded_by(saga):
+    """What a refund (of a deduction or a batch item) or a revoke of every
+    batch item gave back per account: its step's calls' "a", which is the
+    shard's answer (a revoke of what is left names no amount)."""
+    i = saga["input"]
+    accounts = [item["account_id"] for item in i["items"]] if saga["workflow"] == "revoke_items" else [i["account"]]
+    calls = (saga.get("progress") or {}).get("calls", [[]])[0]
+    out = defaultdict(int)
+    for account, call in zip(accounts, calls):
+        out[account] += call.get("a", 0)
+    return dict(out)
+
+
+def refunds_within_originals(sagas, ledger):
+    """Per original and account, what its refunds moved on the ledger never
+    exceeds what the original took there (cumulative <= original)."""
+    taken = {}
+    for sid, s in sagas.items():
+        if s["state"] != "completed" or s["type"] not in ("deduct", "batch_deduct", "transfer"):
+            continue
+        effect = saga_effect(s, sagas)
+        taken[sid] = {a: -d for a, d in effect.items() if d < 0}
+    given = defaultdict(lambda: defaultdict(int))
+    for sid, s in sagas.items():
+        if s["type"] == "refund":
+            for account, delta in ledger.get(sid, {}).items():
+                if delta > 0:
+                    given[s["input"]["original_saga_id"]][account] += delta
+    out = []
+    for original, per_account in sorted(given.items()):
+        for account, amount in sorted(per_account.items()):
+            if amount > taken.get(original, {}).get(account, 0):
+                out.append((original, account, amount, taken.get(original, {}).get(account, 0)))
+    return out
 
 
 def expected_balances(sagas):
@@ -141,6 +177,9 @@ def check(snap, history):
         got = {k: d for k, d in ledger.get(sid, {}).items() if d}
         if want != got:
             v.append(Violation("one_effect_per_key", sid, f"{s['type']} {s['state']}: ledger moved {got}, outcome says {want}"))
+    for original, account, gave, took in refunds_within_originals(sagas, ledger):
+        v.append(Violation("refunds_within_original", f"{original}/{account}",
+                           f"its refunds gave back {gave}, it took {took}"))
     for sid in sorted(set(ledger) - set(sagas)):
         if any(ledger[sid].values()):
             v.append(Violation("one_effect_per_key", sid, f"ledger entries {ledger[sid]} of no saga"))

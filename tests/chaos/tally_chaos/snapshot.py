@@ -100,11 +100,13 @@ def take(cluster, tenant):
     snap["ledger_by_saga"] = {k: dict(v) for k, v in ledger_by_saga.items()}
 
     snap["sagas"] = {}
-    for sid, kind, biz_id, state, inp, attention in query(
-            cluster.saga_conninfo, "SELECT saga_id, type, biz_id, state, input, attention FROM saga WHERE tenant = %s",
-            (tenant,)):
-        snap["sagas"][sid] = {"type": kind, "biz_id": biz_id, "state": state,
-                              "input": inp if isinstance(inp, dict) else json.loads(inp), "attention": attention}
+    as_json = lambda v: v if isinstance(v, (dict, type(None))) else json.loads(v)  # noqa: E731
+    # A refund's progress says what each of its calls gave back ("a").
+    for sid, kind, biz_id, state, inp, attention, workflow, progress in query(
+            cluster.saga_conninfo, "SELECT saga_id, type, biz_id, state, input, attention, workflow,"
+            " CASE WHEN type = 'refund' THEN progress END FROM saga WHERE tenant = %s", (tenant,)):
+        snap["sagas"][sid] = {"type": kind, "biz_id": biz_id, "state": state, "input": as_json(inp),
+                              "attention": attention, "workflow": workflow, "progress": as_json(progress)}
     snap["saga_dupes"] = ["/".join(r) for r in query(
         cluster.saga_conninfo, "SELECT tenant, type, biz_id FROM saga GROUP BY 1, 2, 3 HAVING count(*) > 1")]
     for b in relay_backlog(cluster.saga_conninfo, cluster.relay_consumers):

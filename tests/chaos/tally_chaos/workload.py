@@ -2,7 +2,8 @@
 clients write credits (half of them expiring within seconds, so lots expire
 all through the run), immediate and held deductions (then confirmed,
 cancelled or left to time out), refunds, cross-shard transfers (a fifth of
-them on one hot account) and batch deductions. Every request and its outcome
+them on one hot account), batch deductions and revokes of their items (one
+item by an amount, what is left of one item, or of all). Every request and its outcome
 is recorded, unknown outcomes included; a request without an answer is
 resent with the same biz_id, as the API asks."""
 import random
@@ -10,7 +11,8 @@ import threading
 import time
 
 TERMINAL = {"completed", "failed", "compensated"}
-WEIGHTS = [("credit", 12), ("deduct", 12), ("held", 14), ("refund", 8), ("transfer", 38), ("batch", 8), ("replay", 8)]
+WEIGHTS = [("credit", 12), ("deduct", 12), ("held", 14), ("refund", 8), ("transfer", 36), ("batch", 8), ("revoke", 4),
+           ("replay", 8)]
 OPENING = 10_000
 EXPIRING_SHARE = 0.5   # of the credits: their lot expires 1-8 s after the request
 
@@ -25,6 +27,7 @@ class History:
         self.lock = threading.Lock()
         self.ops = []
         self.refundable = []   # (saga_id, amount, kind) of completed deductions and transfers
+        self.revocable = []    # (saga_id, items) of completed batch deductions
         self.replayable = []   # ops answered with a saga, for idempotent replays
 
     def add(self, op):
@@ -32,6 +35,8 @@ class History:
             self.ops.append(op)
             if op.get("final_state") == "completed" and op["kind"] in ("deduct", "transfer"):
                 self.refundable.append((op["saga_id"], op["body"]["amount"], op["kind"]))
+            if op.get("final_state") == "completed" and op["kind"] == "batch":
+                self.revocable.append((op["saga_id"], op["body"]["items"]))
             if op.get("saga_id") and op["kind"] != "replay":
                 self.replayable.append(op)
 
@@ -95,6 +100,16 @@ class Workload:
             else:
                 time.sleep(0.2)
         return state
+
+    def refunded(self, saga_id):
+        """What a completed refund saga gave back (its "refunded"), or None."""
+        deadline = time.time() + 15
+        while time.time() < deadline and not self.stop.is_set():
+            r = self.api.get(f"/v1/sagas/{saga_id}?consistency=strong")
+            if r.status == 200 and isinstance(r.body, dict) and "refunded" in r.body:
+                return r.body["refunded"]["amount"]
+            time.sleep(0.2)
+        return None
 
     def record(self, op, effect, state=None):
         op["effect"] = effect
@@ -173,12 +188,36 @@ class Workload:
             # A refund of a deduction adds value; of a transfer, moves it back.
             return self.record(op, body["amount"] if original_kind == "deduct" else 0,
                                self.settle(op) if op.get("saga_id") else None)
+        if kind == "revoke":
+            original = self.history.pick(rng, "revocable")
+            if original is None:
+                return None
+            saga_id, items = original
+            body = {"original_saga_id": saga_id, "biz_id": biz}
+            most = sum(i["amount"] for i in items)
+            roll = rng.random()
+            if roll < 2 / 3:
+                item = rng.choice(items)
+                body["account_id"] = item["account_id"]
+                most = item["amount"]
+                if roll < 1 / 3:
+                    body["amount"] = most = rng.randint(1, item["amount"])
+            op = self.submit("/v1/refunds", body, kind)
+            op["original"] = saga_id
+            state = self.settle(op) if op.get("saga_id") else None
+            if state != "completed":
+                return self.record(op, most, state)
+            # What a revoke of what is left gave back only the saga says; if
+            # it cannot be read, the outcome counts as unknown (0 to most).
+            gave = self.refunded(op["saga_id"])
+            return self.record(op, most if gave is None else gave, state if gave is not None else None)
         if kind == "replay":
             first = self.history.pick(rng, "replayable")
             if first is None:
                 return None
             path = {"credit": "/v1/credits", "deduct": "/v1/deductions", "held": "/v1/deductions",
-                    "transfer": "/v1/transfers", "batch": "/v1/batch-deductions", "refund": "/v1/refunds"}[first["kind"]]
+                    "transfer": "/v1/transfers", "batch": "/v1/batch-deductions", "refund": "/v1/refunds",
+                    "revoke": "/v1/refunds"}[first["kind"]]
             op = self.submit(path, first["body"], "replay")
             op["biz_id"] = first["biz_id"]
             if op.get("saga_id") and op["saga_id"] != first["saga_id"]:
