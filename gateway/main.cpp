@@ -1,10 +1,14 @@
 // gateway: the public HTTP + WebSocket API (shared/API.md).
 //   gateway [--config=FILE] [--key=value ...]
+//   gateway --routes        prints every public route as JSON and exits
 // Stateless: any number may run behind a load balancer. Writes go to the
 // orchestrator or the owning shard, reads come from the Redis projections
 // (or the authority), rate limits live in Redis, and WebSocket subscribers
 // get the events the relay pushes to this gateway.
+#include <iostream>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <variant>
 
 #include <boost/asio/io_context.hpp>
@@ -44,6 +48,8 @@ struct settings {
   redis::client_options redis;
   gateway::rate_limits limits;
   gateway::stream_options stream;
+  std::optional<http::upstream_endpoint> relay;  // for the operators' health page
+  std::string console_dir;
 };
 
 template <class T>
@@ -105,6 +111,9 @@ settings read_settings(const config::config& cfg) {
   s.limits.per_key = read_limit(cfg, "key", s.limits.per_key);
   s.limits.per_account = read_limit(cfg, "account", s.limits.per_account);
   s.stream.ping_interval = milliseconds(cfg.get_int("stream.ping_interval_ms", 20000));
+  if (auto port = cfg.get_int("relay.port", 0); port > 0)
+    s.relay = http::upstream_endpoint{cfg.get_string("relay.host", "127.0.0.1"), static_cast<std::uint16_t>(port)};
+  s.console_dir = cfg.get_string("console.dir", "");
   return s;
 }
 
@@ -119,9 +128,10 @@ struct app : service::app {
         streams_(hub_, s_.keys, redis_, metrics_, s_.stream) {
     for (const auto& e : routes_.shards())
       shards_.push_back(std::make_unique<http::client_pool>(io.get_executor(), e.host, e.port, s_.shard_connections));
+    if (s_.relay) relay_ = std::make_unique<http::client_pool>(io.get_executor(), s_.relay->host, s_.relay->port, 2);
     ctx_ = std::make_unique<gateway::route_context>(gateway::route_context{
         s_.keys, limiter_, redis_, hub_, orchestrator_, shards_, routes_, s_.upstream_token, s_.token, metrics_,
-        [this] { return !stopping_; }, s_.upstream_timeout});
+        [this] { return !stopping_; }, s_.upstream_timeout, relay_.get(), s_.console_dir});
   }
 
   asio::awaitable<void> async_start() override {
@@ -155,6 +165,7 @@ struct app : service::app {
   gateway::rate_limiter limiter_;
   http::failover_pool orchestrator_;
   std::vector<std::unique_ptr<http::client_pool>> shards_;
+  std::unique_ptr<http::client_pool> relay_;
   gateway::hub hub_;
   gateway::stream_service streams_;
   std::unique_ptr<gateway::route_context> ctx_;
@@ -166,6 +177,10 @@ struct app : service::app {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--routes") {
+    std::cout << gateway::route_list().dump(2) << "\n";
+    return 0;
+  }
   return service::run("gateway", "TALLY_GATEWAY", argc, argv,
                       [](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         auto s = read_settings(cfg);

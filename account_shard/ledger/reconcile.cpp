@@ -64,4 +64,11 @@ nlohmann::json to_json(const account_reconciliation& r) {
           {"findings", std::move(findings)}};
 }
 
+nlohmann::json class_counts(const std::vector<account_reconciliation>& differing) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& d : differing)
+    for (const auto& f : d.findings) out[f.kind] = out.value(f.kind, 0) + 1;
+  return out;
+}
+
 }  // namespace tally::shard

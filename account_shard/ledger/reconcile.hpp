@@ -73,4 +73,7 @@ account_reconciliation reconcile_account(std::string tenant, std::string account
 
 nlohmann::json to_json(const account_reconciliation& r);
 
+// How many findings of each class a run found: {"duplicate": 2, ...}.
+nlohmann::json class_counts(const std::vector<account_reconciliation>& differing);
+
 }  // namespace tally::shard

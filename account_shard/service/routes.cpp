@@ -76,6 +76,17 @@ class router {
 
     if (method == bhttp::verb::post && p.size() == 2 && p[1] == "commands") co_return co_await single(req);
     if (method == bhttp::verb::post && p.size() == 2 && p[1] == "batch") co_return co_await batch(req);
+    if (p.size() == 3 && p[1] == "accounts" && method == bhttp::verb::get) {
+      const std::string tenant(p[2]);
+      const auto status = query_param(t.query, "status").value_or("");
+      auto limit = to_int(query_param(t.query, "limit").value_or("100"));
+      if (!is_valid_id(tenant)) co_return bad_request(req, "bad tenant id");
+      if (status != "active" && status != "frozen" && status != "closed")
+        co_return bad_request(req, "status must be active, frozen or closed");
+      if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
+      co_return from_query(req, co_await ctx_.reads.async_accounts_by_status(tenant, std::string(status),
+                                                                             static_cast<int>(*limit)));
+    }
     if (p.size() >= 4 && p[1] == "accounts") {
       std::string tenant(p[2]), account(p[3]);
       if (!is_valid_id(tenant) || !is_valid_id(account)) co_return bad_request(req, "bad tenant or account id");
@@ -137,6 +148,16 @@ class router {
       }
       co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch(),
                                                                     std::move(tenant)));
+    }
+    if (p.size() == 3 && p[1] == "reconciliation" && p[2] == "runs" && method == bhttp::verb::get) {
+      auto limit = to_int(query_param(t.query, "limit").value_or("10"));
+      if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
+      std::optional<std::string> tenant;
+      if (auto given = query_param(t.query, "tenant")) {
+        if (!is_valid_id(*given)) co_return bad_request(req, "bad tenant id");
+        tenant = std::string(*given);
+      }
+      co_return from_query(req, co_await ctx_.reads.async_reconciliation_runs(std::move(tenant), static_cast<int>(*limit)));
     }
     if (p.size() == 2 && p[1] == "status" && method == bhttp::verb::get) co_return co_await status(req);
     if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);

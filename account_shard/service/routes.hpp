@@ -3,6 +3,7 @@
 // internal token; /healthz, /readyz and /metrics do not.
 //   POST /v1/commands                     one command → its reply
 //   POST /v1/batch                        {"commands":[...]} → {"results":[...]}
+//   GET  /v1/accounts/{tenant}?status=active|frozen|closed&limit=   accounts in that status
 //   GET  /v1/accounts/{tenant}/{id}       the account
 //   GET  /v1/accounts/{tenant}/{id}/entries?after=&limit=
 //   GET  /v1/accounts/{tenant}/{id}/holds
@@ -10,7 +11,8 @@
 //   POST /v1/accounts/{tenant}/{id}/freeze | /unfreeze
 //   GET  /v1/operations/{tenant}/{id}/{biz_type}/{biz_id}
 //   GET  /v1/holds/old?older_than_ms=&limit=
-//   GET  /v1/reconciliation?watermark=&freeze=true|false&tenant=
+//   GET  /v1/reconciliation?watermark=&freeze=true|false&tenant=   (recorded)
+//   GET  /v1/reconciliation/runs?tenant=&limit=   the recorded runs, newest first
 //   GET  /v1/status                       leader, epoch, commit figures, relay backlog
 //   POST /v1/admin/failpoints             {"spec":"before_commit=crash"}
 //   GET|POST /v1/admin/clock              {"offset_ms": N}: moves the shard's clock (only

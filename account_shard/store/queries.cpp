@@ -111,6 +111,19 @@ constexpr std::string_view sql_outbox_backlog =
 constexpr std::string_view sql_account_entries_upto =
     "SELECT seq, biz_type, biz_id, delta, reverses FROM ledger_entry "
     "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
+constexpr std::string_view sql_accounts_by_status =
+    "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "
+    "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "nx.next_expiry_ms, nx.next_expiry_amount "
+    "FROM account a" TALLY_NEXT_EXPIRY_JOIN "WHERE a.tenant = $1 AND a.status = $2 ORDER BY a.account_id LIMIT $3";
+constexpr std::string_view sql_record_reconciliation =
+    "INSERT INTO reconciliation_run (tenant, watermark, differences, classes, frozen, report) "
+    "VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb)";
+// A tenant's runs, and the runs over every tenant, newest first.
+constexpr std::string_view sql_reconciliation_runs =
+    "SELECT run_id, to_char(ran_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), watermark, "
+    "differences, classes::text, frozen::text, report::text FROM reconciliation_run "
+    "WHERE tenant IS NOT DISTINCT FROM $1 ORDER BY run_id DESC LIMIT $2";
 constexpr std::string_view sql_set_status =
     "WITH u AS (UPDATE account SET status = $3, version = version + 1, updated_at = now() "
     "  WHERE tenant = $1 AND account_id = $2 AND status <> $3 AND status <> 'closed' "
@@ -273,6 +286,7 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
   }
   nlohmann::json report = nlohmann::json::array();
   nlohmann::json frozen = nlohmann::json::array();
+  auto frozen_ids = nlohmann::json::array();
   for (const auto& d : differing) {
     report.push_back(to_json(d));
     if (freeze && d.needs_freeze()) {
@@ -282,6 +296,7 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
         co_return out;
       }
       frozen.push_back({{"tenant", d.tenant}, {"account_id", d.account_id}});
+      frozen_ids.push_back(d.account_id);
     }
   }
   out.body = {{"watermark", w},
@@ -289,6 +304,12 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
               {"differences", report.size()},
               {"accounts_with_differences", std::move(report)},
               {"frozen", std::move(frozen)}};
+  // Kept for the operators' "last reports" (the run's answer, as given).
+  std::vector<pg::statement> record{{sql_record_reconciliation,
+                                     {tenant, std::to_string(w), std::to_string(differing.size()),
+                                      class_counts(differing).dump(), frozen_ids.dump(), out.body.dump()}}};
+  std::vector<pg::result> ignored;
+  out.error = co_await async_fenced_write(std::move(record), writer_epoch, ignored);
   co_return out;
 }
 
@@ -379,28 +400,66 @@ asio::awaitable<query_result> queries::async_outbox_backlog() {
   co_return out;
 }
 
+asio::awaitable<pg::error> queries::async_fenced_write(std::vector<pg::statement> writes, std::int64_t writer_epoch,
+                                                       std::vector<pg::result>& out) {
+  pg::lease conn;
+  if (auto err = co_await writers_.async_acquire(conn)) co_return err;
+  std::vector<pg::statement> st{{pg::sql_begin, {}}, {sql_fence_shared, {}}, {sql_read_epoch, {}}};
+  for (auto& w : writes) st.push_back(std::move(w));
+  std::vector<pg::result> rs;
+  auto err = co_await conn->async_pipeline(st, rs, timeout_);
+  if (!err && rs[2].int64(0, 0) != writer_epoch)
+    err = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
+  if (err) {
+    co_await pg::async_rollback(*conn, timeout_);
+    co_return err;
+  }
+  pg::result ignored;
+  if ((err = co_await conn->async_exec(pg::sql_commit, ignored, timeout_))) co_return err;
+  out.assign(std::make_move_iterator(rs.begin() + 3), std::make_move_iterator(rs.end()));
+  co_return pg::error{};
+}
+
 asio::awaitable<query_result> queries::async_set_status(std::string tenant, std::string account_id,
                                                         std::string status, std::int64_t writer_epoch) {
   query_result out;
-  pg::lease conn;
-  if ((out.error = co_await writers_.async_acquire(conn))) co_return out;
-  std::vector<pg::statement> st{{pg::sql_begin, {}},
-                                {sql_fence_shared, {}},
-                                {sql_read_epoch, {}},
-                                {sql_set_status, {tenant, account_id, status}},
-                                {sql_account, {tenant, account_id}}};
+  // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
+  std::vector<pg::statement> writes{{sql_set_status, {tenant, account_id, status}}, {sql_account, {tenant, account_id}}};
   std::vector<pg::result> rs;
-  out.error = co_await conn->async_pipeline(st, rs, timeout_);
-  if (!out.error && rs[2].int64(0, 0) != writer_epoch)
-    out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
-  if (out.error) {
-    co_await pg::async_rollback(*conn, timeout_);
-    co_return out;
+  out.error = co_await async_fenced_write(std::move(writes), writer_epoch, rs);
+  if (out.error) co_return out;
+  out.found = rs[1].rows() == 1;
+  if (out.found) out.body = account_json(rs[1], 0, 0);
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_accounts_by_status(std::string tenant, std::string status, int limit) {
+  query_result out;
+  std::vector<pg::statement> st{{sql_accounts_by_status, {tenant, status, std::to_string(limit)}}};
+  std::vector<pg::result> r;
+  if ((out.error = co_await async_read(st, r))) co_return out;
+  auto accounts = nlohmann::json::array();
+  for (int i = 0; i < r[0].rows(); ++i) accounts.push_back(account_json(r[0], i, 0));
+  out.body = {{"accounts", std::move(accounts)}};
+  co_return out;
+}
+
+asio::awaitable<query_result> queries::async_reconciliation_runs(std::optional<std::string> tenant, int limit) {
+  query_result out;
+  std::vector<pg::statement> st{{sql_reconciliation_runs, {tenant, std::to_string(limit)}}};
+  std::vector<pg::result> r;
+  if ((out.error = co_await async_read(st, r))) co_return out;
+  auto reports = nlohmann::json::array();
+  for (int i = 0; i < r[0].rows(); ++i) {
+    reports.push_back({{"report_id", r[0].int64(i, 0)},
+                       {"ran_at", std::string(r[0].text(i, 1))},
+                       {"watermark", r[0].int64(i, 2)},
+                       {"differences", r[0].int64(i, 3)},
+                       {"classes", nlohmann::json::parse(r[0].text(i, 4))},
+                       {"frozen", nlohmann::json::parse(r[0].text(i, 5))},
+                       {"report", nlohmann::json::parse(r[0].text(i, 6))}});
   }
-  pg::result ignored;
-  if ((out.error = co_await conn->async_exec(pg::sql_commit, ignored, timeout_))) co_return out;
-  out.found = rs[4].rows() == 1;
-  if (out.found) out.body = account_json(rs[4], 0, 0);
+  out.body = {{"reports", std::move(reports)}};
   co_return out;
 }
 

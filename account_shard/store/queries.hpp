@@ -1,5 +1,6 @@
 #pragma once
-// Read-side queries and the operator's writes (freeze/unfreeze) of a shard.
+// Read-side queries and the operator's writes (freeze/unfreeze, the record
+// of a reconciliation run) of a shard.
 // Results come back as JSON text for the HTTP layer.
 #include <chrono>
 #include <map>
@@ -57,6 +58,11 @@ class queries {
   // Sets an account's status (active/frozen) with its outbox event.
   boost::asio::awaitable<query_result> async_set_status(std::string tenant, std::string account_id,
                                                         std::string status, std::int64_t writer_epoch);
+  // A tenant's accounts in `status`, by id: {"accounts": [...]}.
+  boost::asio::awaitable<query_result> async_accounts_by_status(std::string tenant, std::string status, int limit);
+  // The last `limit` reconciliation runs of `tenant` (none: of every
+  // tenant), newest first: {"reports": [...]}.
+  boost::asio::awaitable<query_result> async_reconciliation_runs(std::optional<std::string> tenant, int limit);
 
  private:
   boost::asio::awaitable<pg::error> async_lot_findings(
@@ -64,6 +70,11 @@ class queries {
       std::map<std::pair<std::string, std::string>, std::vector<finding>>& out);
   boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements,
                                                std::vector<pg::result>& out);
+  // `writes` in one transaction on the writer pool, fenced: refused when
+  // another writer took over (its epoch is not `writer_epoch`). `out`: the
+  // writes' results.
+  boost::asio::awaitable<pg::error> async_fenced_write(std::vector<pg::statement> writes, std::int64_t writer_epoch,
+                                                       std::vector<pg::result>& out);
 
   pg::pool& readers_;
   pg::pool& writers_;

@@ -1,6 +1,7 @@
 #include "gateway/auth/api_keys.hpp"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 
@@ -54,5 +55,58 @@ std::optional<principal> api_keys::authenticate(std::string_view presented) cons
 }
 
 bool may_use(role r, bool admin_route) { return r == role::op || !admin_route; }
+
+namespace {
+
+constexpr std::string_view key_protocol_prefix = "tally.key.";
+
+// Calls `each` with every protocol of a comma-separated list, trimmed, until it returns true.
+template <class F>
+bool any_protocol(std::string_view offered, F each) {
+  for (std::size_t from = 0; from <= offered.size();) {
+    const auto comma = std::min(offered.find(',', from), offered.size());
+    auto p = offered.substr(from, comma - from);
+    while (!p.empty() && (p.front() == ' ' || p.front() == '\t')) p.remove_prefix(1);
+    while (!p.empty() && (p.back() == ' ' || p.back() == '\t')) p.remove_suffix(1);
+    if (each(p)) return true;
+    from = comma + 1;
+  }
+  return false;
+}
+
+// base64url without padding (RFC 4648 §5), by OpenSSL's decoder.
+std::optional<std::string> from_base64url(std::string_view text) {
+  if (text.empty() || text.size() % 4 == 1) return std::nullopt;
+  std::string b64(text);
+  for (auto& ch : b64) {
+    if (ch == '-') ch = '+';
+    else if (ch == '_') ch = '/';
+    else if (ch == '+' || ch == '/' || ch == '=') return std::nullopt;
+  }
+  const std::size_t padding = (4 - b64.size() % 4) % 4;
+  b64.append(padding, '=');
+  std::string out(b64.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(b64.data()), static_cast<int>(b64.size()));
+  if (n < 0) return std::nullopt;
+  out.resize(static_cast<std::size_t>(n) - padding);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> key_from_websocket_protocols(std::string_view offered) {
+  std::optional<std::string> key;
+  any_protocol(offered, [&](std::string_view p) {
+    if (!p.starts_with(key_protocol_prefix)) return false;
+    key = from_base64url(p.substr(key_protocol_prefix.size()));
+    return true;
+  });
+  return key;
+}
+
+bool offers_websocket_protocol(std::string_view offered) {
+  return any_protocol(offered, [](std::string_view p) { return p == websocket_protocol; });
+}
 
 }  // namespace tally::gateway

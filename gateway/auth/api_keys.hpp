@@ -38,4 +38,14 @@ class api_keys {
 // Whether a role may use a route: everything under /v1/admin/ is for operators.
 bool may_use(role r, bool admin_route);
 
+// A browser cannot set Authorization on a WebSocket: it offers the key as a
+// subprotocol, `Sec-WebSocket-Protocol: tally.v1, tally.key.<base64url of
+// the key, no padding>`, and the server answers `tally.v1`.
+inline constexpr std::string_view websocket_protocol = "tally.v1";
+// The key in an offered protocol list; nullopt when none is there (or it
+// is not base64url).
+std::optional<std::string> key_from_websocket_protocols(std::string_view offered);
+// Whether the list offers `websocket_protocol`.
+bool offers_websocket_protocol(std::string_view offered);
+
 }  // namespace tally::gateway

@@ -8,6 +8,9 @@
 // X-Request-Id; reads say where they came from in X-Tally-Read
 // (projection | authority).
 //
+// Without a key: the operators' console (/console/) and the OpenAPI file
+// (/v1/openapi.yaml).
+//
 // The internal listener (127.0.0.1, its own port and body limit) serves the
 // probes and POST /internal/events (internal token): the relay's pushed
 // events, published to this gateway's WebSocket subscribers.
@@ -16,6 +19,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/http/failover_pool.hpp"
 #include "common/http/server.hpp"
@@ -41,7 +46,13 @@ struct route_context {
   metrics::registry& metrics;
   std::function<bool()> ready;
   std::chrono::milliseconds upstream_timeout{5000};
+  http::client_pool* relay = nullptr;  // for the operators' health page, when configured
+  std::string console_dir{};           // the console's files from this folder, else the built-in ones
 };
+
+// Every route of the public listener: [{"method", "path", "access"}]
+// (`gateway --routes` prints it; the OpenAPI test compares it with the file).
+nlohmann::json route_list();
 
 http::handler make_handler(route_context& ctx);
 http::handler make_internal_handler(route_context& ctx);

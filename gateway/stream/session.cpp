@@ -30,10 +30,12 @@ constexpr std::size_t max_message_bytes = 64 * 1024;
 
 namespace {
 
-// The key from `Authorization: Bearer <key>`, else from ?api_key=.
+// The key from `Authorization: Bearer <key>`, else from the offered
+// subprotocols (browsers), else from ?api_key=.
 std::string presented_key(const http::request& req, const http::target& t) {
   const auto auth = req[beast::http::field::authorization];
   if (auth.starts_with("Bearer ")) return std::string(auth.substr(7));
+  if (auto key = key_from_websocket_protocols(req[beast::http::field::sec_websocket_protocol])) return std::move(*key);
   return std::string(http::query_param(t.query, "api_key").value_or(""));
 }
 
@@ -75,6 +77,11 @@ class stream_session : public subscriber, public std::enable_shared_from_this<st
     ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws.read_message_max(max_message_bytes);
     beast::get_lowest_layer(ws).expires_after(self->svc_.options_.handshake_timeout);
+    // A browser that offered our subprotocol closes the socket unless it is chosen.
+    if (offers_websocket_protocol(req[beast::http::field::sec_websocket_protocol]))
+      ws.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+        res.set(beast::http::field::sec_websocket_protocol, websocket_protocol);
+      }));
     auto [accept_ec] = co_await ws.async_accept(req, use_tuple);
     beast::get_lowest_layer(ws).expires_never();
     if (accept_ec) co_return;

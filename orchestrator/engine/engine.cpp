@@ -46,12 +46,7 @@ std::string_view to_string(saga_state s) {
   return "unknown";
 }
 
-std::optional<saga_state> saga_state_from(std::string_view s) {
-  constexpr saga_state all[] = {saga_state::pending,     saga_state::running,      saga_state::awaiting_confirmation,
-                                saga_state::compensating, saga_state::completed,   saga_state::failed,
-                                saga_state::compensated,  saga_state::needs_attention};
-  return from_names(s, all);
-}
+std::optional<saga_state> saga_state_from(std::string_view s) { return from_names(s, all_saga_states); }
 
 bool is_terminal(saga_state s) {
   return s == saga_state::completed || s == saga_state::failed || s == saga_state::compensated;

@@ -46,6 +46,9 @@ enum class saga_state {
   compensated,
   needs_attention,
 };
+inline constexpr saga_state all_saga_states[] = {
+    saga_state::pending,   saga_state::running, saga_state::awaiting_confirmation, saga_state::compensating,
+    saga_state::completed, saga_state::failed,  saga_state::compensated,           saga_state::needs_attention};
 std::string_view to_string(saga_state s);
 std::optional<saga_state> saga_state_from(std::string_view s);
 bool is_terminal(saga_state s);

@@ -25,6 +25,8 @@ namespace {
 constexpr std::int64_t max_wait_ms = 30000;
 constexpr std::int64_t max_list_limit = 500;
 
+instant now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()); }
+
 response error(const request& req, unsigned status, std::string_view code, std::string_view message) {
   return http::make_error_response(req, status, code, message);
 }
@@ -98,6 +100,7 @@ class router {
     if (method == bhttp::verb::get && p.size() == 4 && p[3] == "sagas") co_return co_await find(req, tenant, t.query);
     if (p.size() >= 5 && p[3] == "admin" && p[4] == "sagas") {
       if (method == bhttp::verb::get && p.size() == 5) co_return co_await list(req, tenant, t.query);
+      if (method == bhttp::verb::get && p.size() == 6 && p[5] == "counts") co_return co_await counts(req, tenant);
       if (method == bhttp::verb::get && p.size() == 6) co_return co_await get(req, tenant, p[5], *wait, true);
       if (method == bhttp::verb::post && p.size() == 7 && (p[6] == "retry" || p[6] == "abort"))
         co_return co_await act(req, tenant, p[5], p[6] == "retry" ? saga_action::retry : saga_action::abort, *wait);
@@ -258,11 +261,29 @@ class router {
     if (auto older = http::query_param(query, "older_than_ms")) {
       auto v = http::to_int(*older);
       if (!v || *v < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
-      f.created_before = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()) -
+      f.created_before = now() -
                          std::chrono::milliseconds(*v);
+    }
+    if (auto biz = http::query_param(query, "biz_id")) {
+      if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
+      f.biz_id = std::move(*biz);
+    }
+    if (auto overdue = http::query_param(query, "overdue")) {
+      if (*overdue != "true" && *overdue != "false") co_return bad_request(req, "overdue must be true or false");
+      if (*overdue == "true") f.overdue_at = now();
     }
     if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
     co_return co_await run_list(req, std::move(f));
+  }
+
+  // GET /admin/sagas/counts: every state's count, and how many are overdue.
+  asio::awaitable<response> counts(const request& req, const std::string& tenant) {
+    auto r = co_await ctx_.store.async_counts(tenant, now());
+    if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+    json by_state = json::object();
+    for (auto s : all_saga_states)
+      by_state[std::string(to_string(s))] = r.by_state.contains(s) ? r.by_state[s] : 0;
+    co_return http::json_response(req, 200, {{"counts", std::move(by_state)}, {"overdue", r.overdue}});
   }
 
   route_context& ctx_;

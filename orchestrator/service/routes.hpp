@@ -7,7 +7,8 @@
 //   POST /v1/tenants/{t}/deductions/{saga_id}/confirm | cancel                           [?wait_ms=]
 //   GET  /v1/tenants/{t}/sagas/{saga_id}                                                 [?wait_ms=]
 //   GET  /v1/tenants/{t}/sagas?type=&biz_id=
-//   GET  /v1/tenants/{t}/admin/sagas?state=&type=&older_than_ms=&limit=&cursor=
+//   GET  /v1/tenants/{t}/admin/sagas?state=&type=&biz_id=&older_than_ms=&overdue=true&limit=&cursor=
+//   GET  /v1/tenants/{t}/admin/sagas/counts           {"counts": {state: n}, "overdue": n}
 //   GET  /v1/tenants/{t}/admin/sagas/{saga_id}        the saga with every attempt of every step
 //   POST /v1/tenants/{t}/admin/sagas/{saga_id}/retry | abort
 //   GET  /v1/workflows                                 every saga definition

@@ -88,11 +88,18 @@ constexpr std::string_view sql_claim =
     "   WHERE i.instance = saga.lease_owner AND i.alive_until >= to_timestamp($2::bigint / 1000.0)))"
     "  ORDER BY wake_at LIMIT $3 FOR UPDATE SKIP LOCKED) due"
     " WHERE s.saga_id = due.saga_id RETURNING " TALLY_SAGA_COLUMNS;
+// Overdue: still on its way to the pivot (or undoing) past its deadline.
+#define TALLY_SAGA_OVERDUE(now) \
+  "s.state IN ('pending', 'running', 'compensating') AND s.deadline < to_timestamp(" now "::bigint / 1000.0)"
 constexpr std::string_view sql_list =
     "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND ($2::text IS NULL OR s.type = $2)"
     " AND ($3::text IS NULL OR s.biz_id = $3) AND ($4::text IS NULL OR s.state = $4)"
     " AND ($5::bigint IS NULL OR s.created_at < to_timestamp($5::bigint / 1000.0)) AND s.saga_id > $6"
+    " AND ($8::bigint IS NULL OR " TALLY_SAGA_OVERDUE("$8") ")"
     " ORDER BY s.saga_id LIMIT $7";
+constexpr std::string_view sql_counts =
+    "SELECT s.state, count(*), count(*) FILTER (WHERE " TALLY_SAGA_OVERDUE("$2") ") FROM saga s"
+    " WHERE s.tenant = $1 GROUP BY s.state";
 constexpr std::string_view sql_refunds_of =
     "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND s.type = 'refund'"
     " AND s.input->>'original_saga_id' = $2 ORDER BY s.saga_id";
@@ -399,6 +406,18 @@ asio::awaitable<saga_store::load_result> saga_store::async_refunds_of(std::strin
   co_return out;
 }
 
+asio::awaitable<saga_store::counts_result> saga_store::async_counts(std::string tenant, instant now) {
+  counts_result out;
+  pg::result r;
+  std::vector<param> params{std::move(tenant), std::to_string(unix_ms(now))};
+  if ((out.error = co_await query(sql_counts, std::move(params), r))) co_return out;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (auto state = saga_state_from(r.text(i, 0))) out.by_state[*state] = r.int64(i, 1);
+    out.overdue += r.int64(i, 2);
+  }
+  co_return out;
+}
+
 asio::awaitable<saga_store::load_result> saga_store::async_list(saga_filter f) {
   load_result out;
   pg::result r;
@@ -408,7 +427,8 @@ asio::awaitable<saga_store::load_result> saga_store::async_list(saga_filter f) {
                             f.state ? param{std::string(to_string(*f.state))} : param{},
                             opt_ms(f.created_before),
                             f.after,
-                            std::to_string(f.limit)};
+                            std::to_string(f.limit),
+                            opt_ms(f.overdue_at)};
   out.error = co_await query(sql_list, std::move(params), r);
   if (!out.error) out.error = decode(r, out.sagas);
   co_return out;

@@ -12,6 +12,7 @@
 // simulation can drive the store as well.
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -67,6 +68,8 @@ struct saga_filter {
   std::optional<instant> created_before{};
   std::string after{};  // cursor: the last saga id of the previous page
   std::size_t limit = 100;
+  // Set: only sagas pending, running or compensating past their deadline at this instant.
+  std::optional<instant> overdue_at{};
 };
 
 // An app's or operator's request for a saga another instance may hold.
@@ -125,6 +128,13 @@ class saga_store {
   boost::asio::awaitable<pg::error> async_release(std::string saga_id);
   // One saga by id (any tenant: callers check).
   boost::asio::awaitable<load_result> async_get(std::string saga_id);
+  struct counts_result {
+    pg::error error;
+    std::map<saga_state, std::int64_t> by_state;  // states without sagas are absent
+    std::int64_t overdue = 0;                     // as saga_filter::overdue_at, at `now`
+  };
+  // How many of the tenant's sagas are in each state.
+  boost::asio::awaitable<counts_result> async_counts(std::string tenant, instant now);
   // Every refund saga of the tenant whose original is `saga_id`, in any state.
   boost::asio::awaitable<load_result> async_refunds_of(std::string tenant, std::string saga_id);
   // Sagas matching the filter, oldest first (ids are time-ordered).

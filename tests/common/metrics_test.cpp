@@ -1,4 +1,5 @@
 #include "common/metrics/metrics.hpp"
+#include "common/metrics/scrape.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -155,6 +156,24 @@ TEST(metrics_test, latency_bounds_span_half_a_millisecond_to_ten_seconds) {
   EXPECT_DOUBLE_EQ(b.back(), 10);
   EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
   EXPECT_NO_THROW(histogram{b});
+}
+
+}  // namespace
+
+namespace {
+
+TEST(metrics_scrape, sums_or_takes_the_largest_sample_of_a_metric_whatever_its_labels) {
+  registry r;
+  r.add_counter("tally_x_total", "x", R"(state="a")").inc(3);
+  r.add_counter("tally_x_total", "x", R"(state="b c")").inc(4);
+  r.add_counter("tally_x_total_more", "a longer name").inc(100);
+  r.add_gauge("tally_lag_seconds", "lag", R"(source="s0")").set(2.5);
+  r.add_gauge("tally_lag_seconds", "lag", R"(source="s1")").set(0.5);
+  const auto text = r.render();
+  EXPECT_EQ(sample_sum(text, "tally_x_total"), 7);
+  EXPECT_EQ(sample_max(text, "tally_lag_seconds"), 2.5);
+  EXPECT_EQ(sample_sum(text, "tally_missing"), std::nullopt);
+  EXPECT_EQ(sample_sum("tally_y 1 1700000000000\nbroken{ 2\ntally_y{a=\"1\"} x\n", "tally_y"), 1);
 }
 
 }  // namespace

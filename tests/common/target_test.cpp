@@ -3,6 +3,8 @@
 // left for the callers' checks to refuse.
 #include "common/http/target.hpp"
 
+#include "common/http/route_match.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -58,6 +60,25 @@ TEST(Target, ToIntTakesWholeDecimalIntegersOnly) {
   EXPECT_EQ(to_int("4x"), std::nullopt);
   EXPECT_EQ(to_int(""), std::nullopt);
   EXPECT_EQ(to_int("99999999999999999999"), std::nullopt);
+}
+
+TEST(RouteMatch, LiteralsMatchExactlyAndParametersTakeOneSegment) {
+  using args = std::vector<std::string>;
+  EXPECT_EQ(match_path("/v1/accounts/{id}/entries", {"v1", "accounts", "a:1", "entries"}), args{"a:1"});
+  EXPECT_EQ(match_path("/v1/accounts", {"v1", "accounts"}), args{});
+  EXPECT_EQ(match_path("/v1/sagas/{id}/{action}", {"v1", "sagas", "sg_1", "retry"}), (args{"sg_1", "retry"}));
+  EXPECT_FALSE(match_path("/v1/accounts/{id}", {"v1", "accounts"}));
+  EXPECT_FALSE(match_path("/v1/accounts/{id}", {"v1", "accounts", "a", "entries"}));
+  EXPECT_FALSE(match_path("/v1/accounts/{id}", {"v1", "account", "a"}));
+  EXPECT_FALSE(match_path("/v1", {}));
+  EXPECT_EQ(match_path("/", {}), args{});
+}
+
+TEST(RouteMatch, ALastRestParameterTakesEveryRemainingSegment) {
+  using args = std::vector<std::string>;
+  EXPECT_EQ(match_path("/console/{file...}", {"console", "js", "app.js"}), args{"js/app.js"});
+  EXPECT_EQ(match_path("/console/{file...}", {"console", "index.html"}), args{"index.html"});
+  EXPECT_FALSE(match_path("/console/{file...}", {"console"}));
 }
 
 }  // namespace

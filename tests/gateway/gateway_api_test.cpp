@@ -536,6 +536,118 @@ TEST_F(GatewayApi, OperatorEndpoints) {
   expect_error(call("POST", "/v1/admin/accounts/" + unique_id("ghost") + "/freeze", "{}", op), 404, "not_found");
 }
 
+// What the console and tallyctl use (docs/api-additions.md, "Operators'
+// tools"): counts per state, filters, frozen accounts, recorded
+// reconciliation runs, health; each refused to an app key.
+TEST_F(GatewayApi, OperatorToolsEndpoints) {
+  const std::string op = acme_operator_key;
+  const auto id = open_funded(20);
+  const auto biz = unique_id("d");
+  auto t = post("/v1/deductions?wait_ms=5000", {{"account_id", id}, {"amount", 5}, {"biz_id", biz}});
+  ASSERT_EQ(t.json()["state"], "completed") << t.body;
+
+  auto counts = call("GET", "/v1/admin/sagas/counts", "", op);
+  ASSERT_EQ(counts.status, 200) << counts.body;
+  for (const char* state : {"pending", "running", "awaiting_confirmation", "compensating", "completed", "failed",
+                            "compensated", "needs_attention"})
+    EXPECT_TRUE(counts.json()["counts"][state].is_number_integer()) << state;
+  EXPECT_GE(counts.json()["counts"]["completed"], 2);  // the funding credit and the deduction
+  EXPECT_TRUE(counts.json()["overdue"].is_number_integer());
+  auto by_biz = call("GET", "/v1/admin/sagas?biz_id=" + biz, "", op);
+  ASSERT_EQ(by_biz.json()["sagas"].size(), 1u) << by_biz.body;
+  EXPECT_EQ(by_biz.json()["sagas"][0]["saga_id"], t.json()["saga_id"]);
+  // Nothing of this tenant is stuck: a completed saga is never overdue.
+  auto overdue = call("GET", "/v1/admin/sagas?overdue=true&biz_id=" + biz, "", op);
+  EXPECT_EQ(overdue.json()["sagas"].size(), 0u) << overdue.body;
+  expect_error(call("GET", "/v1/admin/sagas?overdue=maybe", "", op), 400, "invalid_request");
+
+  EXPECT_EQ(call("POST", "/v1/admin/accounts/" + id + "/freeze", "{}", op).status, 200);
+  auto frozen = call("GET", "/v1/admin/accounts?status=frozen", "", op);
+  ASSERT_EQ(frozen.status, 200) << frozen.body;
+  auto listed = [&](const json& page) {
+    for (const auto& a : page["accounts"])
+      if (a["account_id"] == id) return a;
+    return json();
+  };
+  const auto mine = listed(frozen.json());
+  ASSERT_TRUE(mine.is_object()) << frozen.body;
+  EXPECT_EQ(mine["status"], "frozen");
+  EXPECT_TRUE(mine["shard"].is_number_integer());
+  EXPECT_FALSE(mine.contains("tenant"));
+  EXPECT_TRUE(listed(call("GET", "/v1/admin/accounts?status=frozen", "", globex_operator_key).json()).is_null());
+  EXPECT_EQ(call("POST", "/v1/admin/accounts/" + id + "/unfreeze", "{}", op).status, 200);
+  EXPECT_TRUE(listed(call("GET", "/v1/admin/accounts?status=frozen", "", op).json()).is_null());
+  expect_error(call("GET", "/v1/admin/accounts", "", op), 400, "invalid_request");
+
+  auto run = call("GET", "/v1/admin/reconciliation?shard=1", "", op);
+  ASSERT_EQ(run.status, 200) << run.body;
+  auto reports = call("GET", "/v1/admin/reconciliation/reports?shard=1&limit=1", "", op);
+  ASSERT_EQ(reports.status, 200) << reports.body;
+  ASSERT_EQ(reports.json()["reports"].size(), 1u);
+  const auto last = reports.json()["reports"][0];
+  EXPECT_EQ(last["report"], run.json());
+  EXPECT_EQ(last["shard"], 1);
+  EXPECT_EQ(last["differences"], 0);
+  EXPECT_EQ(last["classes"], json::object());
+  // Another tenant's runs are its own.
+  auto theirs = call("GET", "/v1/admin/reconciliation/reports?shard=1", "", globex_operator_key).json()["reports"];
+  for (const auto& r : theirs) EXPECT_NE(r["report_id"], last["report_id"]);
+  expect_error(call("GET", "/v1/admin/reconciliation/reports?shard=1&limit=101", "", op), 400, "invalid_request");
+
+  auto health = call("GET", "/v1/admin/health", "", op);
+  ASSERT_EQ(health.status, 200) << health.body;
+  std::set<std::string> ready;
+  const auto services = health.json()["services"];
+  for (const auto& svc : services)
+    if (svc["ready"] == true) ready.insert(svc["name"]);
+  EXPECT_EQ(ready, (std::set<std::string>{"gateway", "orchestrator", "shard 0", "shard 1", "relay"})) << health.body;
+  for (const char* figure : {"sagas_started", "sagas_finished", "upstream_failures", "rate_limited", "relay_lag_seconds"})
+    EXPECT_TRUE(health.json()["metrics"][figure].is_number()) << figure << " " << health.body;
+  EXPECT_GE(health.json()["metrics"]["sagas_started"], 2);
+
+  for (const char* route : {"/v1/admin/sagas/counts", "/v1/admin/accounts?status=frozen", "/v1/admin/health",
+                            "/v1/admin/reconciliation/reports?shard=0"})
+    expect_error(call("GET", route), 403, "forbidden");
+}
+
+// The console and the OpenAPI file are served without a key.
+TEST_F(GatewayApi, TheConsoleAndTheOpenApiFileNeedNoKey) {
+  auto page = call("GET", "/console/", "", "");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.header("content-type"), "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("<html"), std::string::npos);
+  auto bare = call("GET", "/console", "", "");
+  EXPECT_EQ(bare.status, 301);
+  EXPECT_EQ(bare.header("location"), "/console/");
+  for (const char* outside : {"/console/../docs/openapi.yaml", "/console/%2e%2e/CMakeLists.txt", "/console/nothing.js"})
+    expect_error(call("GET", outside, "", ""), 404, "not_found");
+  auto spec = call("GET", "/v1/openapi.yaml", "", "");
+  EXPECT_EQ(spec.status, 200);
+  EXPECT_EQ(spec.header("content-type"), "application/yaml; charset=utf-8");
+  EXPECT_EQ(spec.body.rfind("openapi: 3.1", 0), 0u) << spec.body.substr(0, 80);
+}
+
+// A browser offers the key as a subprotocol (it cannot set Authorization).
+TEST_F(GatewayApi, TheStreamTakesTheKeyAsASubprotocol) {
+  ws_client ws(system_->gateway_port(), "/v1/stream",
+               {{"Sec-WebSocket-Protocol", "tally.v1, tally.key.dGVzdC1rZXktYWNtZS1hcHA"}});
+  ASSERT_EQ(ws.status(), 101) << ws.refusal();
+  EXPECT_EQ(ws.protocol(), "tally.v1");
+  const auto id = open_funded(0);
+  ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
+  post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 7}, {"biz_id", unique_id("c")}});
+  bool seen = false;
+  for (int i = 0; i < 20 && !seen; ++i) {
+    auto f = ws.next();
+    if (!f) break;
+    auto j = json::parse(*f, nullptr, false);
+    seen = j["type"] == "account" && j["account"]["balance"] == 7;
+  }
+  EXPECT_TRUE(seen);
+  ws_client wrong(system_->gateway_port(), "/v1/stream", {{"Sec-WebSocket-Protocol", "tally.v1, tally.key.bm9wZQ"}});
+  EXPECT_EQ(wrong.status(), 401);
+}
+
 json next_json(ws_client& ws, std::chrono::milliseconds deadline = 5s) {
   auto f = ws.next(deadline);
   return f ? json::parse(*f, nullptr, false) : json();

@@ -8,7 +8,9 @@
 
 #include <cctype>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -68,6 +70,36 @@ struct http_client::impl {
   }
 };
 
+namespace {
+
+// TALLY_RECORD_RESPONSES=<file>: every response of a recorded port (a
+// gateway's) is appended to the file as a JSON line, for
+// tests/openapi/validate_responses.py to check against docs/openapi.yaml.
+std::mutex recording_mutex;
+std::set<std::uint16_t> recorded_ports;
+
+bool recorded(std::uint16_t port) {
+  std::lock_guard lock(recording_mutex);
+  return recorded_ports.contains(port);
+}
+
+void record(const std::string& method, const std::string& target, const http_reply& r) {
+  const char* file = std::getenv("TALLY_RECORD_RESPONSES");
+  if (!file || r.status == 0) return;
+  nlohmann::json line{{"method", method}, {"target", target},       {"status", r.status},
+                      {"content_type", r.header("content-type")}, {"body", r.body}, {"headers", r.headers}};
+  std::lock_guard lock(recording_mutex);
+  std::ofstream(file, std::ios::app) << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+}  // namespace
+
+void record_responses_of(std::uint16_t port) {
+  if (!std::getenv("TALLY_RECORD_RESPONSES")) return;
+  std::lock_guard lock(recording_mutex);
+  recorded_ports.insert(port);
+}
+
 http_client::http_client(std::uint16_t port) : impl_(std::make_unique<impl>()) { impl_->port = port; }
 http_client::~http_client() = default;
 
@@ -88,7 +120,9 @@ http_reply http_client::call(const std::string& method, const std::string& targe
     impl_->socket.close(ec);
     return {};
   }
-  return impl_->read_reply();
+  auto reply = impl_->read_reply();
+  if (recorded(impl_->port)) record(method, target, reply);
+  return reply;
 }
 
 http_reply http_client::raw(const std::string& bytes) {

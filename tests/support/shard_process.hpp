@@ -43,6 +43,10 @@ class http_client {
 
 std::uint16_t free_port();
 
+// With TALLY_RECORD_RESPONSES=<file> set, every http_client response from
+// this port is appended to that file (one JSON line each).
+void record_responses_of(std::uint16_t port);
+
 // A real service process (its binary from the build directory), started
 // with the database, port and internal token set; its output goes to a log
 // file the tests print on failure.

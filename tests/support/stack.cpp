@@ -50,8 +50,10 @@ stack::stack(const stack_options& options) {
                            digest::sha256_hex(globex_app_key) + ";globex:operator:" +
                            digest::sha256_hex(globex_operator_key);
   gateway_internal_port_ = free_port();
+  relay_port_ = free_port();
   std::vector<std::string> gateway_args{"--orchestrator=" + orchestrator_list,
                                         "--internal.port=" + std::to_string(gateway_internal_port_),
+                                        "--relay.port=" + std::to_string(relay_port_),
                                         "--shards=" + routes_, "--redis.port=" + std::to_string(redis_.port()),
                                         "--api_keys=" + keys};
   gateway_args.insert(gateway_args.end(), options.gateway_args.begin(), options.gateway_args.end());
@@ -59,8 +61,9 @@ stack::stack(const stack_options& options) {
                                                std::map<std::string, std::string>{});
   gateway_->start();
   must_be_ready(*gateway_, "the gateway");
+  record_responses_of(gateway_->port());
   relay_args_ = options.relay_args;
-  relay_ = make_relay({}, options.relay_env);
+  relay_ = relay_on(relay_port_, {}, options.relay_env);
   relay_->start();
   must_be_ready(*relay_, "the relay");
 }
@@ -69,6 +72,11 @@ stack::~stack() = default;
 
 std::unique_ptr<service_process> stack::make_relay(std::vector<std::string> args,
                                                    std::map<std::string, std::string> env) const {
+  return relay_on(free_port(), std::move(args), std::move(env));
+}
+
+std::unique_ptr<service_process> stack::relay_on(std::uint16_t port, std::vector<std::string> args,
+                                                 std::map<std::string, std::string> env) const {
   nlohmann::json sources = nlohmann::json::array();
   for (std::size_t i = 0; i < shard_dbs_.size(); ++i)
     sources.push_back({{"name", "s" + std::to_string(i)}, {"kind", "shard"}, {"conninfo", shard_dbs_[i]}});
@@ -79,7 +87,7 @@ std::unique_ptr<service_process> stack::make_relay(std::vector<std::string> args
                                "--standby_poll_ms=100", "--retry_max_ms=500"};
   all.insert(all.end(), relay_args_.begin(), relay_args_.end());
   all.insert(all.end(), args.begin(), args.end());
-  return std::make_unique<service_process>("relay/relay", "TALLY_RELAY", "", free_port(), all, env);
+  return std::make_unique<service_process>("relay/relay", "TALLY_RELAY", "", port, all, env);
 }
 
 }  // namespace tally::test

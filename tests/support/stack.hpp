@@ -54,6 +54,9 @@ class stack {
   std::string saga_db_;
   std::string routes_;
   std::uint16_t gateway_internal_port_ = 0;
+  std::uint16_t relay_port_ = 0;  // the gateway names it for its health page
+  std::unique_ptr<service_process> relay_on(std::uint16_t port, std::vector<std::string> args,
+                                            std::map<std::string, std::string> env) const;
   std::vector<std::string> relay_args_;
   std::vector<std::unique_ptr<shard_process>> shards_;
   std::vector<std::unique_ptr<orchestrator_process>> orchestrators_;

@@ -31,6 +31,7 @@ struct ws_client::impl {
   bool is_closed = false;
   int status = 0;
   std::string refusal;
+  std::string protocol;
 
   void read_next() {
     ws.async_read(buffer, [this](beast::error_code ec, std::size_t) {
@@ -59,6 +60,7 @@ ws_client::ws_client(std::uint16_t port, const std::string& target, const std::m
   }));
   impl_->ws.handshake(res, "127.0.0.1:" + std::to_string(port), target, ec);
   impl_->status = static_cast<int>(res.result_int());
+  impl_->protocol = std::string(res[beast::http::field::sec_websocket_protocol]);
   if (ec) {
     impl_->refusal = res.body();
     impl_->is_closed = true;
@@ -80,6 +82,7 @@ ws_client::~ws_client() {
 
 int ws_client::status() const { return impl_->status; }
 const std::string& ws_client::refusal() const { return impl_->refusal; }
+const std::string& ws_client::protocol() const { return impl_->protocol; }
 
 bool ws_client::send(const std::string& text) {
   if (!impl_->thread.joinable()) return false;

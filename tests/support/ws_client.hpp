@@ -20,6 +20,8 @@ class ws_client {
   int status() const;
   // The body of the server's answer when it refused the upgrade.
   const std::string& refusal() const;
+  // The subprotocol the server chose (Sec-WebSocket-Protocol), or empty.
+  const std::string& protocol() const;
   bool send(const std::string& text);
   // The next frame, or nullopt when none came before the deadline or the
   // connection closed.
