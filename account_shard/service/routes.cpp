@@ -2,12 +2,15 @@
 
 #include <charconv>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/command.hpp"
+#include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
 #include "common/log/log.hpp"
 #include "common/validate/fields.hpp"
@@ -60,113 +63,170 @@ std::string result_json(const submit_result& r) {
   return "{}";
 }
 
+// One request matched to its route: its target and the pattern's {parameters}.
+struct call {
+  const http::target& target;
+  std::vector<std::string> args;
+};
+
+class router;
+using route = http::route_row<router, call>;
+
 class router {
  public:
   explicit router(route_context& ctx)
       : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
-  asio::awaitable<response> operator()(request req) {
-    auto t = split_target(std::string_view(req.target().data(), req.target().size()));
-    const auto& p = t.path;
-    auto method = req.method();
-    if (auto probe = http::probe_response(req, t, probes_)) co_return std::move(*probe);
-    if (p.empty() || p[0] != "v1") co_return http::make_error_response(req, 404, "not_found", "no such route");
-    if (!http::bearer_token_ok(req, ctx_.internal_token))
-      co_return http::make_error_response(req, 401, "unauthorized", "missing or wrong internal token");
+  // Under /v1/ everything needs the internal token.
+  static std::span<const route> table() {
+    using v = bhttp::verb;
+    static const route routes[] = {
+        {v::post, "/v1/commands", &router::single},
+        {v::post, "/v1/batch", &router::batch},
+        {v::get, "/v1/accounts/{tenant}", &router::accounts_in_status},
+        {v::get, "/v1/accounts/{tenant}/{account_id}", &router::account},
+        {v::get, "/v1/accounts/{tenant}/{account_id}/entries", &router::entries},
+        {v::get, "/v1/accounts/{tenant}/{account_id}/lots", &router::lots},
+        {v::get, "/v1/accounts/{tenant}/{account_id}/holds", &router::holds},
+        {v::post, "/v1/accounts/{tenant}/{account_id}/freeze", &router::set_status},
+        {v::post, "/v1/accounts/{tenant}/{account_id}/unfreeze", &router::set_status},
+        {v::get, "/v1/operations/{tenant}/{account_id}/{biz_type}/{biz_id}", &router::operation},
+        {v::get, "/v1/holds/old", &router::old_holds},
+        {v::get, "/v1/reconciliation", &router::reconcile},
+        {v::get, "/v1/reconciliation/runs", &router::reconciliation_runs},
+        {v::get, "/v1/status", &router::status},
+        {v::get, "/v1/admin/failpoints", &router::failpoints},
+        {v::post, "/v1/admin/failpoints", &router::failpoints},
+        {v::get, "/v1/admin/clock", &router::clock},
+        {v::post, "/v1/admin/clock", &router::clock},
+    };
+    return routes;
+  }
 
-    if (method == bhttp::verb::post && p.size() == 2 && p[1] == "commands") co_return co_await single(req);
-    if (method == bhttp::verb::post && p.size() == 2 && p[1] == "batch") co_return co_await batch(req);
-    if (p.size() == 3 && p[1] == "accounts" && method == bhttp::verb::get) {
-      const std::string tenant(p[2]);
-      const auto status = query_param(t.query, "status").value_or("");
-      auto limit = to_int(query_param(t.query, "limit").value_or("100"));
-      if (!is_valid_id(tenant)) co_return bad_request(req, "bad tenant id");
-      if (status != "active" && status != "frozen" && status != "closed")
-        co_return bad_request(req, "status must be active, frozen or closed");
-      if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
-      co_return from_query(req, co_await ctx_.reads.async_accounts_by_status(tenant, std::string(status),
-                                                                             static_cast<int>(*limit)));
-    }
-    if (p.size() >= 4 && p[1] == "accounts") {
-      std::string tenant(p[2]), account(p[3]);
-      if (!is_valid_id(tenant) || !is_valid_id(account)) co_return bad_request(req, "bad tenant or account id");
-      if (p.size() == 4 && method == bhttp::verb::get) co_return from_query(req, co_await ctx_.reads.async_account(tenant, account));
-      if (p.size() == 5 && method == bhttp::verb::get && p[4] == "entries") {
-        auto after = to_int(query_param(t.query, "after").value_or("0"));
-        auto limit = to_int(query_param(t.query, "limit").value_or("100"));
-        if (!after || *after < 0) co_return bad_request(req, "after must be a ledger sequence number");
-        if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
-        co_return from_query(req, co_await ctx_.reads.async_entries(tenant, account, *after, static_cast<int>(*limit)));
-      }
-      if (p.size() == 5 && method == bhttp::verb::get && p[4] == "lots") {
-        lot_page page;
-        auto state = query_param(t.query, "state").value_or("open");
-        auto limit = to_int(query_param(t.query, "limit").value_or("100"));
-        auto after = to_int(query_param(t.query, "after").value_or("0"));
-        if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
-        if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
-        if (!after || *after < 0) co_return bad_request(req, "after must be a cursor from an earlier page's next");
-        page.after = *after;
-        page.all = state == "all";
-        page.limit = static_cast<int>(*limit);
-        co_return from_query(req, co_await ctx_.reads.async_lots(tenant, account, page));
-      }
-      if (p.size() == 5 && method == bhttp::verb::get && p[4] == "holds")
-        co_return from_query(req, co_await ctx_.reads.async_holds(tenant, account));
-      if (p.size() == 5 && method == bhttp::verb::post && (p[4] == "freeze" || p[4] == "unfreeze")) {
-        std::string status = p[4] == "freeze" ? "frozen" : "active";
-        auto r = co_await ctx_.reads.async_set_status(tenant, account, status, ctx_.writer_epoch());
-        if (r.found && !r.error) log::warn("account status set by operator", {{"account_id", account}, {"status", status}});
-        co_return from_query(req, r);
-      }
-    }
-    if (p.size() == 6 && p[1] == "operations" && method == bhttp::verb::get) {
-      for (std::size_t i = 2; i < 6; ++i)
-        if (!is_valid_id(p[i])) co_return bad_request(req, "bad id in path");
-      co_return from_query(req, co_await ctx_.reads.async_operation(std::string(p[2]), std::string(p[3]),
-                                                                    std::string(p[4]), std::string(p[5])));
-    }
-    if (p.size() == 3 && p[1] == "holds" && p[2] == "old" && method == bhttp::verb::get) {
-      auto older = to_int(query_param(t.query, "older_than_ms").value_or("60000"));
-      auto limit = to_int(query_param(t.query, "limit").value_or("100"));
-      if (!older || *older < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
-      if (!limit || *limit < 1 || *limit > 1000) co_return bad_request(req, "limit must be between 1 and 1000");
-      co_return from_query(req, co_await ctx_.reads.async_old_holds(*older, static_cast<int>(*limit)));
-    }
-    if (p.size() == 2 && p[1] == "reconciliation" && method == bhttp::verb::get) {
-      std::optional<std::int64_t> watermark;
-      if (auto w = query_param(t.query, "watermark")) {
-        watermark = to_int(*w);
-        if (!watermark || *watermark < 0) co_return bad_request(req, "watermark must be a ledger sequence number");
-      }
-      auto freeze = query_param(t.query, "freeze").value_or("true");
-      if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
-      std::optional<std::string> tenant;
-      if (auto given = query_param(t.query, "tenant")) {
-        if (!is_valid_id(*given)) co_return bad_request(req, "bad tenant id");
-        tenant = std::string(*given);
-      }
-      co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch(),
-                                                                    std::move(tenant)));
-    }
-    if (p.size() == 3 && p[1] == "reconciliation" && p[2] == "runs" && method == bhttp::verb::get) {
-      auto limit = to_int(query_param(t.query, "limit").value_or("10"));
-      if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
-      std::optional<std::string> tenant;
-      if (auto given = query_param(t.query, "tenant")) {
-        if (!is_valid_id(*given)) co_return bad_request(req, "bad tenant id");
-        tenant = std::string(*given);
-      }
-      co_return from_query(req, co_await ctx_.reads.async_reconciliation_runs(std::move(tenant), static_cast<int>(*limit)));
-    }
-    if (p.size() == 2 && p[1] == "status" && method == bhttp::verb::get) co_return co_await status(req);
-    if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);
-    if (p.size() == 3 && p[1] == "admin" && p[2] == "clock" && ctx_.clock_control) co_return clock(req);
-    co_return http::make_error_response(req, 404, "not_found", "no such route");
+  asio::awaitable<response> operator()(request req) {
+    const auto t = split_target(std::string_view(req.target().data(), req.target().size()));
+    co_return co_await http::serve_internal(
+        req, t, probes_, ctx_.internal_token, table(),
+        [&](const route& r, std::vector<std::string> args) -> asio::awaitable<response> {
+          // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
+          const call c{t, std::move(args)};
+          co_return co_await (this->*r.handle)(req, c);
+        });
   }
 
  private:
-  asio::awaitable<response> single(const request& req) {
+  // ---- accounts ----
+  // {tenant}/{account_id}, both ids; else the refusal.
+  static std::optional<response> bad_ids(const request& req, const call& c) {
+    for (const auto& id : c.args)
+      if (!is_valid_id(id)) return bad_request(req, "bad tenant or account id");
+    return std::nullopt;
+  }
+
+  asio::awaitable<response> accounts_in_status(const request& req, const call& c) {
+    const auto& tenant = c.args[0];
+    const auto status = query_param(c.target.query, "status").value_or("");
+    auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
+    if (!is_valid_id(tenant)) co_return bad_request(req, "bad tenant id");
+    if (status != "active" && status != "frozen" && status != "closed")
+      co_return bad_request(req, "status must be active, frozen or closed");
+    if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
+    co_return from_query(req, co_await ctx_.reads.async_accounts_by_status(tenant, std::string(status),
+                                                                           static_cast<int>(*limit)));
+  }
+
+  asio::awaitable<response> account(const request& req, const call& c) {
+    if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
+    co_return from_query(req, co_await ctx_.reads.async_account(c.args[0], c.args[1]));
+  }
+
+  asio::awaitable<response> entries(const request& req, const call& c) {
+    if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
+    auto after = to_int(query_param(c.target.query, "after").value_or("0"));
+    auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
+    if (!after || *after < 0) co_return bad_request(req, "after must be a ledger sequence number");
+    if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
+    co_return from_query(req, co_await ctx_.reads.async_entries(c.args[0], c.args[1], *after, static_cast<int>(*limit)));
+  }
+
+  asio::awaitable<response> lots(const request& req, const call& c) {
+    if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
+    lot_page page;
+    auto state = query_param(c.target.query, "state").value_or("open");
+    auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
+    auto after = to_int(query_param(c.target.query, "after").value_or("0"));
+    if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
+    if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
+    if (!after || *after < 0) co_return bad_request(req, "after must be a cursor from an earlier page's next");
+    page.after = *after;
+    page.all = state == "all";
+    page.limit = static_cast<int>(*limit);
+    co_return from_query(req, co_await ctx_.reads.async_lots(c.args[0], c.args[1], page));
+  }
+
+  asio::awaitable<response> holds(const request& req, const call& c) {
+    if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
+    co_return from_query(req, co_await ctx_.reads.async_holds(c.args[0], c.args[1]));
+  }
+
+  asio::awaitable<response> set_status(const request& req, const call& c) {
+    if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
+    std::string status = c.target.path.back() == "freeze" ? "frozen" : "active";
+    auto r = co_await ctx_.reads.async_set_status(c.args[0], c.args[1], status, ctx_.writer_epoch());
+    if (r.found && !r.error) log::warn("account status set by operator", {{"account_id", c.args[1]}, {"status", status}});
+    co_return from_query(req, r);
+  }
+
+  asio::awaitable<response> operation(const request& req, const call& c) {
+    for (const auto& id : c.args)
+      if (!is_valid_id(id)) co_return bad_request(req, "bad id in path");
+    co_return from_query(req, co_await ctx_.reads.async_operation(c.args[0], c.args[1], c.args[2], c.args[3]));
+  }
+
+  asio::awaitable<response> old_holds(const request& req, const call& c) {
+    auto older = to_int(query_param(c.target.query, "older_than_ms").value_or("60000"));
+    auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
+    if (!older || *older < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
+    if (!limit || *limit < 1 || *limit > 1000) co_return bad_request(req, "limit must be between 1 and 1000");
+    co_return from_query(req, co_await ctx_.reads.async_old_holds(*older, static_cast<int>(*limit)));
+  }
+
+  // ---- reconciliation ----
+  // ?tenant=, when given: the tenant, or the refusal.
+  static std::variant<std::optional<std::string>, response> tenant_of(const request& req, const call& c) {
+    auto given = query_param(c.target.query, "tenant");
+    if (!given) return std::optional<std::string>();
+    if (!is_valid_id(*given)) return bad_request(req, "bad tenant id");
+    return std::optional<std::string>(std::move(*given));
+  }
+
+  asio::awaitable<response> reconcile(const request& req, const call& c) {
+    std::optional<std::int64_t> watermark;
+    if (auto w = query_param(c.target.query, "watermark")) {
+      watermark = to_int(*w);
+      if (!watermark || *watermark < 0) co_return bad_request(req, "watermark must be a ledger sequence number");
+    }
+    auto freeze = query_param(c.target.query, "freeze").value_or("true");
+    if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
+    auto tenant = tenant_of(req, c);
+    if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
+    co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch(),
+                                                                  std::get<std::optional<std::string>>(tenant)));
+  }
+
+  asio::awaitable<response> reconciliation_runs(const request& req, const call& c) {
+    auto limit = to_int(query_param(c.target.query, "limit").value_or("10"));
+    if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
+    auto tenant = tenant_of(req, c);
+    if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
+    co_return from_query(req, co_await ctx_.reads.async_reconciliation_runs(std::get<std::optional<std::string>>(tenant),
+                                                                            static_cast<int>(*limit)));
+  }
+
+  asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }
+
+  // ---- commands ----
+  asio::awaitable<response> single(const request& req, const call&) {
     auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     auto parsed = parse_command(*body);
@@ -179,14 +239,14 @@ class router {
 
   // For operators: whether this instance writes, its commit figures, and
   // how far the relay is behind this shard's outbox.
-  asio::awaitable<response> status(const request& req) {
+  asio::awaitable<response> status(const request& req, const call&) {
     nlohmann::json body{{"leader", ctx_.ready()}, {"epoch", ctx_.writer_epoch()}, {"commits", ctx_.commits.stats()}};
     auto backlog = co_await ctx_.reads.async_outbox_backlog();
     body["outbox"] = backlog.error ? nlohmann::json(nullptr) : backlog.body;
     co_return json(req, 200, body);
   }
 
-  asio::awaitable<response> batch(const request& req) {
+  asio::awaitable<response> batch(const request& req, const call&) {
     auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     if (!body->is_object() || body->size() != 1 || !body->contains("commands") || !(*body)["commands"].is_array())
@@ -213,8 +273,13 @@ class router {
     co_return http::make_json_response(req, 200, std::move(out));
   }
 
-  // Tests move the clock that decides expiries (testing.clock_control).
-  response clock(const request& req) {
+  // Tests move the clock that decides expiries (testing.clock_control; else 404).
+  asio::awaitable<response> clock(const request& req, const call&) {
+    if (!ctx_.clock_control) co_return http::make_error_response(req, 404, "not_found", "no such route");
+    co_return move_clock(req);
+  }
+
+  response move_clock(const request& req) {
     if (req.method() == bhttp::verb::post) {
       auto body = http::parse_json_body(req);
       std::int64_t offset = 0;

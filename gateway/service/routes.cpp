@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/http/route_match.hpp"
+#include "common/http/route_table.hpp"
 #include "common/log/log.hpp"
 #include "common/projection/keys.hpp"
 #include "common/validate/fields.hpp"
@@ -122,10 +123,10 @@ const std::vector<route_def>& router::table() {
 }
 
 json route_list() {
-  auto out = json::array();
-  for (const auto& r : router::table()) {
-    const char* who = r.need == access::anyone ? "anyone" : r.need == access::app ? "app" : "operator";
-    out.push_back({{"method", std::string(bhttp::to_string(r.method))}, {"path", r.path}, {"access", who}});
+  auto out = http::list_routes(std::span<const route_def>(router::table()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto need = router::table()[i].need;
+    out[i]["access"] = need == access::anyone ? "anyone" : need == access::app ? "app" : "operator";
   }
   return out;
 }
@@ -153,16 +154,9 @@ asio::awaitable<response> router::operator()(request req) {
 }
 
 asio::awaitable<response> router::route(request& req, const http::target& t) {
-  const route_def* found = nullptr;
-  std::vector<std::string> args;
-  for (const auto& r : table()) {
-    if (r.method != req.method()) continue;
-    if (auto m = http::match_path(r.path, t.path)) {
-      found = &r;
-      args = std::move(*m);
-      break;
-    }
-  }
+  auto match = http::find_route(std::span<const route_def>(table()), req.method(), t.path);
+  const route_def* found = match.route;
+  auto args = std::move(match.args);
   // Calls are named: GCC 12 miscompiles a braced temporary in a co_await operand.
   if (found && found->need == access::anyone) {
     const call open{t, nullptr, {}, std::move(args)};

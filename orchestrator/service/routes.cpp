@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
 #include "common/validate/fields.hpp"
 #include "orchestrator/saga/codec.hpp"
@@ -63,49 +65,65 @@ std::optional<saga_type> type_of_collection(std::string_view c) {
   return std::nullopt;
 }
 
+// One request matched to its route: its target, the pattern's
+// {parameters}, and for the routes under /v1/tenants/{tenant}/ the tenant
+// and the caller's wait.
+struct call {
+  const http::target& target;
+  std::vector<std::string> args;
+  std::string tenant;
+  std::chrono::milliseconds wait{0};
+};
+
+class router;
+using route = http::route_row<router, call>;
+
 class router {
  public:
   explicit router(route_context& ctx)
       : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
+  // Under /v1/ everything needs the internal token; the gateway names the
+  // caller's tenant in the path.
+  static std::span<const route> table() {
+    using v = bhttp::verb;
+    static const route routes[] = {
+        {v::get, "/v1/workflows", &router::workflow_list},
+        {v::get, "/v1/admin/failpoints", &router::failpoints},
+        {v::post, "/v1/admin/failpoints", &router::failpoints},
+        {v::post, "/v1/tenants/{tenant}/credits", &router::start},
+        {v::post, "/v1/tenants/{tenant}/deductions", &router::start},
+        {v::post, "/v1/tenants/{tenant}/refunds", &router::start},
+        {v::post, "/v1/tenants/{tenant}/transfers", &router::start},
+        {v::post, "/v1/tenants/{tenant}/batch-deductions", &router::start},
+        {v::post, "/v1/tenants/{tenant}/deductions/{saga_id}/confirm", &router::act},
+        {v::post, "/v1/tenants/{tenant}/deductions/{saga_id}/cancel", &router::act},
+        {v::get, "/v1/tenants/{tenant}/sagas", &router::find},
+        {v::get, "/v1/tenants/{tenant}/sagas/{saga_id}", &router::get},
+        {v::get, "/v1/tenants/{tenant}/admin/sagas", &router::list},
+        {v::get, "/v1/tenants/{tenant}/admin/sagas/counts", &router::counts},
+        {v::get, "/v1/tenants/{tenant}/admin/sagas/{saga_id}", &router::get},
+        {v::post, "/v1/tenants/{tenant}/admin/sagas/{saga_id}/retry", &router::act},
+        {v::post, "/v1/tenants/{tenant}/admin/sagas/{saga_id}/abort", &router::act},
+    };
+    return routes;
+  }
+
   asio::awaitable<response> operator()(request req) {
     const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
-    const auto& p = t.path;
-    const auto method = req.method();
-    if (auto probe = http::probe_response(req, t, probes_)) co_return std::move(*probe);
-    if (p.empty() || p[0] != "v1") co_return error(req, 404, "not_found", "no such route");
-    if (!http::bearer_token_ok(req, ctx_.internal_token))
-      co_return error(req, 401, "unauthorized", "missing or wrong internal token");
-    if (p.size() == 2 && p[1] == "workflows" && method == bhttp::verb::get) {
-      auto all = json::array();
-      for (const auto& w : workflows()) all.push_back(w);
-      co_return http::json_response(req, 200, {{"workflows", std::move(all)}});
-    }
-    if (p.size() == 3 && p[1] == "admin" && p[2] == "failpoints") co_return http::failpoints_response(req);
-    if (p.size() < 4 || p[1] != "tenants") co_return error(req, 404, "not_found", "no such route");
-    const std::string tenant(p[2]);
-    if (!validate::is_valid_id(tenant)) co_return bad_request(req, "bad tenant id");
-
-    auto wait = wait_of(t.query);
-    if (!wait) co_return bad_request(req, "wait_ms must be an integer from 0 to 30000");
-
-    if (method == bhttp::verb::post && p.size() == 4) {
-      auto type = type_of_collection(p[3]);
-      if (!type) co_return error(req, 404, "not_found", "no such route");
-      co_return co_await start(req, *type, tenant, *wait);
-    }
-    if (method == bhttp::verb::post && p.size() == 6 && p[3] == "deductions" && (p[5] == "confirm" || p[5] == "cancel"))
-      co_return co_await act(req, tenant, p[4], p[5] == "confirm" ? saga_action::confirm : saga_action::cancel, *wait);
-    if (method == bhttp::verb::get && p.size() == 5 && p[3] == "sagas") co_return co_await get(req, tenant, p[4], *wait, false);
-    if (method == bhttp::verb::get && p.size() == 4 && p[3] == "sagas") co_return co_await find(req, tenant, t.query);
-    if (p.size() >= 5 && p[3] == "admin" && p[4] == "sagas") {
-      if (method == bhttp::verb::get && p.size() == 5) co_return co_await list(req, tenant, t.query);
-      if (method == bhttp::verb::get && p.size() == 6 && p[5] == "counts") co_return co_await counts(req, tenant);
-      if (method == bhttp::verb::get && p.size() == 6) co_return co_await get(req, tenant, p[5], *wait, true);
-      if (method == bhttp::verb::post && p.size() == 7 && (p[6] == "retry" || p[6] == "abort"))
-        co_return co_await act(req, tenant, p[5], p[6] == "retry" ? saga_action::retry : saga_action::abort, *wait);
-    }
-    co_return error(req, 404, "not_found", "no such route");
+    co_return co_await http::serve_internal(
+        req, t, probes_, ctx_.internal_token, table(),
+        [&](const route& r, std::vector<std::string> args) -> asio::awaitable<response> {
+          call c{t, std::move(args), {}, {}};
+          if (r.path.starts_with("/v1/tenants/")) {
+            c.tenant = c.args[0];
+            if (!validate::is_valid_id(c.tenant)) co_return bad_request(req, "bad tenant id");
+            auto wait = wait_of(t.query);
+            if (!wait) co_return bad_request(req, "wait_ms must be an integer from 0 to 30000");
+            c.wait = *wait;
+          }
+          co_return co_await (this->*r.handle)(req, c);
+        });
   }
 
  private:
@@ -143,8 +161,19 @@ class router {
     co_return r.saga ? *r.saga : st;
   }
 
-  asio::awaitable<response> start(const request& req, saga_type type, const std::string& tenant,
-                                  std::chrono::milliseconds wait) {
+  asio::awaitable<response> workflow_list(const request& req, const call&) {
+    auto all = json::array();
+    for (const auto& w : workflows()) all.push_back(w);
+    co_return http::json_response(req, 200, {{"workflows", std::move(all)}});
+  }
+
+  asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }
+
+  // POST /tenants/{t}/{collection}: a new saga of the collection's type.
+  asio::awaitable<response> start(const request& req, const call& c) {
+    const auto type = *type_of_collection(c.target.path[3]);
+    const auto& tenant = c.tenant;
+    const auto wait = c.wait;
     auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     auto parsed = parse_saga_request(type, tenant, *body);
@@ -155,8 +184,12 @@ class router {
     co_return saga_response(req, now, r.kind == saga_runner::outcome::replayed);
   }
 
-  asio::awaitable<response> act(const request& req, const std::string& tenant, std::string_view id,
-                                saga_action action, std::chrono::milliseconds wait) {
+  // confirm | cancel | retry | abort, the path's last segment.
+  asio::awaitable<response> act(const request& req, const call& c) {
+    const auto& tenant = c.tenant;
+    const auto& id = c.args[1];
+    const auto action = *saga_action_from(c.target.path.back());
+    const auto wait = c.wait;
     if (auto bad = check_action_body(req.body())) co_return bad_request(req, bad->message);
     if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
@@ -171,8 +204,12 @@ class router {
     co_return http::json_response(req, 200, saga_json(now));
   }
 
-  asio::awaitable<response> get(const request& req, const std::string& tenant, std::string_view id,
-                                std::chrono::milliseconds wait, bool history) {
+  // One saga; under /admin/ with every attempt ("history").
+  asio::awaitable<response> get(const request& req, const call& c) {
+    const auto& tenant = c.tenant;
+    const auto& id = c.args[1];
+    const auto wait = c.wait;
+    const bool history = c.target.path[3] == "admin";
     if (!is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_get(tenant, std::string(id), wait);
     if (!r.saga) co_return failure(req, r);
@@ -240,8 +277,9 @@ class router {
 
   // GET /sagas?type=&biz_id=&limit=&cursor=: an app finds its sagas by
   // business key, a page at a time like the operator's list.
-  asio::awaitable<response> find(const request& req, const std::string& tenant, std::string_view query) {
-    saga_filter f{tenant};
+  asio::awaitable<response> find(const request& req, const call& c) {
+    const auto query = c.target.query;
+    saga_filter f{c.tenant};
     if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto biz = http::query_param(query, "biz_id")) {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
@@ -251,8 +289,9 @@ class router {
     co_return co_await run_list(req, std::move(f));
   }
 
-  asio::awaitable<response> list(const request& req, const std::string& tenant, std::string_view query) {
-    saga_filter f{tenant};
+  asio::awaitable<response> list(const request& req, const call& c) {
+    const auto query = c.target.query;
+    saga_filter f{c.tenant};
     if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto state = http::query_param(query, "state")) {
       f.state = saga_state_from(*state);
@@ -277,8 +316,8 @@ class router {
   }
 
   // GET /admin/sagas/counts: every state's count, and how many are overdue.
-  asio::awaitable<response> counts(const request& req, const std::string& tenant) {
-    auto r = co_await ctx_.store.async_counts(tenant, now());
+  asio::awaitable<response> counts(const request& req, const call& c) {
+    auto r = co_await ctx_.store.async_counts(c.tenant, now());
     if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
     json by_state = json::object();
     for (auto s : all_saga_states)

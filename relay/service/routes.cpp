@@ -1,7 +1,12 @@
 #include "relay/service/routes.hpp"
 
+#include <span>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
+#include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
 
 namespace tally::relay {
@@ -11,29 +16,47 @@ namespace bhttp = boost::beast::http;
 
 namespace {
 
+class router;
+using route = http::route_row<router, std::vector<std::string>>;  // the pattern's {parameters}
+
 class router {
  public:
   explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
+  // Under /v1/ everything needs the internal token.
+  static std::span<const route> table() {
+    using v = bhttp::verb;
+    static const route routes[] = {
+        {v::get, "/v1/consumers", &router::consumers},
+        {v::get, "/v1/admin/failpoints", &router::failpoints},
+        {v::post, "/v1/admin/failpoints", &router::failpoints},
+    };
+    return routes;
+  }
+
   asio::awaitable<http::response> operator()(http::request req) {
     const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
-    if (auto probe = http::probe_response(req, t, probes_)) co_return std::move(*probe);
-    if (t.path.empty() || t.path[0] != "v1") co_return http::make_error_response(req, 404, "not_found", "no such route");
-    if (!http::bearer_token_ok(req, ctx_.internal_token))
-      co_return http::make_error_response(req, 401, "unauthorized", "missing or wrong internal token");
-    if (t.path.size() == 3 && t.path[1] == "admin" && t.path[2] == "failpoints") co_return http::failpoints_response(req);
-    if (t.path.size() == 2 && t.path[1] == "consumers" && req.method() == bhttp::verb::get) {
-      auto all = nlohmann::json::array();
-      for (const auto& p : ctx_.pumps) {
-        all.push_back({{"source", p->source_name()}, {"sink", p->sink_name()}, {"held", p->holder()},
-                       {"lag_seconds", p->lag_seconds()}});
-      }
-      co_return http::json_response(req, 200, {{"consumers", std::move(all)}});
-    }
-    co_return http::make_error_response(req, 404, "not_found", "no such route");
+    co_return co_await http::serve_internal(req, t, probes_, ctx_.internal_token, table(),
+                                            [&](const route& r, std::vector<std::string> args) -> asio::awaitable<http::response> {
+                                              co_return co_await (this->*r.handle)(req, args);
+                                            });
   }
 
  private:
+  // Each consumer (a source to a sink): who holds it and how far behind it is.
+  asio::awaitable<http::response> consumers(const http::request& req, const std::vector<std::string>&) {
+    auto all = nlohmann::json::array();
+    for (const auto& p : ctx_.pumps) {
+      all.push_back({{"source", p->source_name()}, {"sink", p->sink_name()}, {"held", p->holder()},
+                     {"lag_seconds", p->lag_seconds()}});
+    }
+    co_return http::json_response(req, 200, {{"consumers", std::move(all)}});
+  }
+
+  asio::awaitable<http::response> failpoints(const http::request& req, const std::vector<std::string>&) {
+    co_return http::failpoints_response(req);
+  }
+
   route_context& ctx_;
   http::service_probes probes_;
 };

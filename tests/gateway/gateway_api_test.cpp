@@ -86,6 +86,21 @@ TEST_F(GatewayApi, ServiceEndpointsNeedNoKey) {
   EXPECT_NE(call("GET", "/metrics", "", "").body.find("tally_gateway_requests_total"), std::string::npos);
 }
 
+// The relay's own API: its consumers, to the internal token only.
+TEST_F(GatewayApi, TheRelayListsItsConsumersToTheInternalTokenOnly) {
+  http_client relay(system_->relay().port());
+  auto consumers = relay.call("GET", "/v1/consumers");
+  ASSERT_EQ(consumers.status, 200) << consumers.body;
+  std::set<std::string> sinks;
+  const auto all = consumers.json()["consumers"];
+  for (const auto& c : all) sinks.insert(c["sink"].get<std::string>());
+  EXPECT_EQ(all.size(), 6u) << consumers.body;  // two shards and the orchestrator, each to both sinks
+  EXPECT_EQ(sinks.size(), 2u) << consumers.body;
+  EXPECT_EQ(relay.call("GET", "/v1/consumers", "", "wrong-token").status, 401);
+  EXPECT_EQ(relay.call("GET", "/v1/nothing").status, 404);
+  EXPECT_EQ(relay.call("POST", "/v1/consumers").status, 404);
+}
+
 TEST_F(GatewayApi, KeysAndRoles) {
   expect_error(call("GET", "/v1/sagas", "", ""), 401, "unauthorized");
   expect_error(call("GET", "/v1/sagas", "", "not-a-key"), 401, "unauthorized");

@@ -1,0 +1,71 @@
+#pragma once
+// A service's routes as data: each row a method, a path pattern
+// (route_match.hpp: "/v1/accounts/{tenant}/{account_id}") and whatever the
+// service keeps beside (its handler, who may call it). The first row whose
+// method and pattern match wins, so a service's whole surface reads in one
+// screen and can be listed.
+#include <span>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/http/route_match.hpp"
+#include "common/http/routing.hpp"
+
+namespace tally::http {
+
+// The row most services use: a handler on their router, given the request
+// and what the router makes of the match (`Call`).
+template <class Router, class Call>
+struct route_row {
+  boost::beast::http::verb method;
+  std::string_view path;
+  boost::asio::awaitable<response> (Router::*handle)(const request&, const Call&);
+};
+
+template <class Route>
+struct route_found {
+  const Route* route = nullptr;    // null: no row matches
+  std::vector<std::string> args;   // the pattern's {parameters}, in order
+};
+
+// Route: any struct with `method` (a beast verb) and `path` (a pattern).
+template <class Route>
+route_found<Route> find_route(std::span<const Route> table, boost::beast::http::verb method,
+                              const std::vector<std::string>& path) {
+  for (const auto& r : table) {
+    if (r.method != method) continue;
+    if (auto args = match_path(r.path, path)) return {&r, std::move(*args)};
+  }
+  return {};
+}
+
+// [{"method", "path"}, ...] in the table's order.
+template <class Route>
+nlohmann::json list_routes(std::span<const Route> table) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : table)
+    out.push_back({{"method", std::string(boost::beast::http::to_string(r.method))}, {"path", r.path}});
+  return out;
+}
+
+// What the internal services (shards, orchestrator, relay) do with every
+// request: the probes without a token, then under /v1/ the internal token,
+// then the table; `dispatch(route, args)` runs the matched row.
+template <class Route, class Dispatch>
+boost::asio::awaitable<response> serve_internal(const request& req, const target& t, const service_probes& probes,
+                                                const std::string& token, std::span<const Route> table,
+                                                Dispatch dispatch) {
+  if (auto probe = probe_response(req, t, probes)) co_return std::move(*probe);
+  if (t.path.empty() || t.path[0] != "v1") co_return make_error_response(req, 404, "not_found", "no such route");
+  if (!bearer_token_ok(req, token))
+    co_return make_error_response(req, 401, "unauthorized", "missing or wrong internal token");
+  auto found = find_route(table, req.method(), t.path);
+  if (!found.route) co_return make_error_response(req, 404, "not_found", "no such route");
+  co_return co_await dispatch(*found.route, std::move(found.args));
+}
+
+}  // namespace tally::http
