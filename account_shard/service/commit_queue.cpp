@@ -29,7 +29,10 @@ commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_o
       batch_size_(m.add_histogram("tally_shard_batch_size", "Commands per committed batch",
                                   {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024})),
       batch_seconds_(m.add_histogram("tally_shard_batch_seconds", "Time from batch start to commit",
-                                     metrics::latency_bounds())) {}
+                                     metrics::latency_bounds())),
+      queue_wait_(m.add_histogram("tally_shard_queue_wait_seconds",
+                                  "Time a command waited in the commit queue before its batch started",
+                                  metrics::latency_bounds())) {}
 
 void commit_queue::start(std::int64_t writer_epoch) {
   epoch_ = writer_epoch;
@@ -56,7 +59,8 @@ asio::awaitable<std::vector<submit_result>> commit_queue::async_submit_many(std:
   asio::steady_timer done(ex_, asio::steady_timer::time_point::max());
   std::vector<pending> items;
   items.reserve(commands.size());
-  for (auto& c : commands) items.push_back(pending{std::move(c), {}, &done, false});
+  const auto queued = std::chrono::steady_clock::now();
+  for (auto& c : commands) items.push_back(pending{std::move(c), {}, &done, false, queued});
   for (auto& p : items) queue_.push_back(&p);
   // Commands that all wait for a running batch are taken when it ends.
   if (any_eligible(items)) wake_one_worker();
@@ -140,7 +144,10 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<pending*>& batch) {
   auto started = std::chrono::steady_clock::now();
   std::vector<command> commands;
   commands.reserve(batch.size());
-  for (auto* p : batch) commands.push_back(p->cmd);
+  for (auto* p : batch) {
+    commands.push_back(p->cmd);
+    queue_wait_.observe(std::chrono::duration<double>(started - p->queued).count());
+  }
 
   for (int attempt = 0;; ++attempt) {
     pg::lease conn;

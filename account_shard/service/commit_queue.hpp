@@ -73,6 +73,7 @@ class commit_queue {
     submit_result result;
     boost::asio::steady_timer* done = nullptr;
     bool finished = false;
+    std::chrono::steady_clock::time_point queued{};
   };
   boost::asio::awaitable<void> run_worker();
   // Moves the commands pick_batch chooses from the queue into `batch` and
@@ -102,6 +103,7 @@ class commit_queue {
   metrics::counter& failures_;
   metrics::histogram& batch_size_;
   metrics::histogram& batch_seconds_;
+  metrics::histogram& queue_wait_;
 };
 
 }  // namespace tally::shard

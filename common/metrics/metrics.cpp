@@ -1,178 +1,140 @@
 #include "common/metrics/metrics.hpp"
 
-#include <algorithm>
-#include <array>
-#include <charconv>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string_view>
-#include <thread>
 #include <variant>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 namespace tally::metrics {
 namespace {
 
-// Prometheus metric names: [a-zA-Z_:][a-zA-Z0-9_:]*. Checked at registration
-// so a typo fails at start-up instead of producing an unscrapable page.
-bool valid_name(std::string_view name) {
-  if (name.empty()) return false;
-  const auto ok = [](char c, bool first) {
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-    return alpha || (!first && c >= '0' && c <= '9');
-  };
-  if (!ok(name.front(), true)) return false;
-  return std::all_of(name.begin() + 1, name.end(), [&](char c) { return ok(c, false); });
-}
-
-std::string format_double(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  std::array<char, 32> buf{};
-  const auto res = std::to_chars(buf.data(), buf.data() + buf.size(), v, std::chars_format::general);
-  return std::string(buf.data(), res.ptr);
-}
-
-// HELP text escapes backslash and newline (exposition format 0.0.4).
-std::string escape_help(std::string_view help) {
-  std::string out;
-  for (const char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+// `a="x",b="y"` → {a: x, b: y}. Our label sets are literals in the code:
+// a malformed one is a bug, refused at start-up.
+prometheus::Labels parse_labels(std::string_view text) {
+  prometheus::Labels out;
+  while (!text.empty()) {
+    const auto eq = text.find("=\"");
+    if (eq == std::string_view::npos) throw std::invalid_argument("bad label set: " + std::string(text));
+    std::string key(text.substr(0, eq)), value;
+    std::size_t i = eq + 2;
+    for (; i < text.size() && text[i] != '"'; ++i) {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      value += text[i];
+    }
+    if (i == text.size()) throw std::invalid_argument("bad label set: " + std::string(text));
+    out.emplace(std::move(key), std::move(value));
+    text.remove_prefix(i + 1);
+    if (!text.empty() && text.front() == ',') text.remove_prefix(1);
   }
   return out;
 }
 
-std::string braces(const std::string& labels) { return labels.empty() ? "" : "{" + labels + "}"; }
-
-// RAII over the registry's atomic_flag; held only while entries_ changes or
-// is read, never on the update path.
-class spin_guard {
- public:
-  explicit spin_guard(std::atomic_flag& f) : flag_(f) {
-    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+void check_bounds(const std::vector<double>& bounds) {
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    if (!std::isfinite(bounds[i])) throw std::invalid_argument("histogram bounds must be finite");
+    if (i > 0 && !(bounds[i - 1] < bounds[i])) throw std::invalid_argument("histogram bounds must be strictly increasing");
   }
-  ~spin_guard() { flag_.clear(std::memory_order_release); }
-  spin_guard(const spin_guard&) = delete;
-  spin_guard& operator=(const spin_guard&) = delete;
-
- private:
-  std::atomic_flag& flag_;
-};
+}
 
 }  // namespace
 
-struct registry::entry {
-  std::string name;
-  std::string help;
-  std::string labels;
-  std::variant<std::unique_ptr<counter>, std::unique_ptr<gauge>, std::unique_ptr<histogram>> metric;
+void counter::inc(std::uint64_t n) { c_->Increment(static_cast<double>(n)); }
+std::uint64_t counter::value() const { return static_cast<std::uint64_t>(c_->Value()); }
+void gauge::set(double v) { g_->Set(v); }
+double gauge::value() const { return g_->Value(); }
 
-  std::string_view type() const {
-    static constexpr std::array<std::string_view, 3> names = {"counter", "gauge", "histogram"};
-    return names[metric.index()];
-  }
-};
-
-histogram::histogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
-  for (std::size_t i = 0; i < bounds_.size(); ++i) {
-    if (!std::isfinite(bounds_[i])) throw std::invalid_argument("histogram bounds must be finite");
-    if (i > 0 && !(bounds_[i - 1] < bounds_[i]))
-      throw std::invalid_argument("histogram bounds must be strictly increasing");
-  }
-  // One slot per bound plus the +Inf bucket; make_unique value-initialises to 0.
-  buckets_ = std::make_unique<std::atomic<std::uint64_t>[]>(bounds_.size() + 1);
+histogram::histogram(std::vector<double> bounds) : bounds_((check_bounds(bounds), std::move(bounds))) {
+  own_ = std::make_unique<prometheus::Histogram>(bounds_);
+  h_ = own_.get();
 }
+histogram::histogram(prometheus::Histogram& h, std::vector<double> bounds) : bounds_(std::move(bounds)), h_(&h) {}
+histogram::~histogram() = default;
 
 void histogram::observe(double v) {
-  // A NaN would make sum NaN for the life of the process; it is a caller bug
-  // and carries no information for a latency histogram.
-  if (std::isnan(v)) return;
-  // `le` is inclusive: v lands in the first bucket whose bound is >= v.
-  const auto idx = static_cast<std::size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
-  buckets_[idx].fetch_add(1, std::memory_order_relaxed);
-  sum_.fetch_add(v, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
+  // A NaN would make the sum NaN for the life of the process; it is a
+  // caller's bug and says nothing about a latency.
+  if (!std::isnan(v)) h_->Observe(v);
 }
 
 std::vector<std::uint64_t> histogram::bucket_counts() const {
-  std::vector<std::uint64_t> out(bounds_.size() + 1);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = buckets_[i].load(std::memory_order_relaxed);
+  const auto m = h_->Collect().histogram;
+  std::vector<std::uint64_t> out;
+  std::uint64_t below = 0;
+  for (const auto& b : m.bucket) {
+    out.push_back(b.cumulative_count - below);
+    below = b.cumulative_count;
+  }
   return out;
 }
+std::uint64_t histogram::count() const { return h_->Collect().histogram.sample_count; }
+double histogram::sum() const { return h_->Collect().histogram.sample_sum; }
 
-registry::registry() = default;
+struct registry::state {
+  std::shared_ptr<prometheus::Registry> r = std::make_shared<prometheus::Registry>();
+  std::mutex mutex;  // registration only, never an update
+  std::map<std::string, std::variant<prometheus::Family<prometheus::Counter>*, prometheus::Family<prometheus::Gauge>*,
+                                     prometheus::Family<prometheus::Histogram>*>>
+      families;
+  std::map<std::string, std::variant<std::unique_ptr<counter>, std::unique_ptr<gauge>, std::unique_ptr<histogram>>>
+      series;  // by name + labels
+
+  template <class P, class Builder>
+  prometheus::Family<P>& family(const std::string& name, const std::string& help, Builder build) {
+    // prometheus-cpp writes HELP as given: a line break would end it early.
+    if (help.find_first_of("\n\\") != std::string::npos)
+      throw std::invalid_argument("metric '" + name + "': help must be one line without backslashes");
+    auto it = families.find(name);
+    if (it == families.end()) it = families.emplace(name, &build().Name(name).Help(help).Register(*r)).first;
+    auto* f = std::get_if<prometheus::Family<P>*>(&it->second);
+    if (!f) throw std::invalid_argument("metric '" + name + "' is already registered as another kind");
+    return **f;
+  }
+
+  template <class M, class Make>
+  M& add(const std::string& name, const std::string& labels, Make make) {
+    const std::lock_guard lock(mutex);
+    auto key = name + "{" + labels + "}";
+    auto it = series.find(key);
+    if (it == series.end()) it = series.emplace(key, make()).first;
+    return *std::get<std::unique_ptr<M>>(it->second);
+  }
+};
+
+registry::registry() : s_(std::make_unique<state>()) {}
 registry::~registry() = default;
 
-template <typename M, typename Make>
-M& registry::add(const std::string& name, const std::string& help, const std::string& labels, Make make) {
-  if (!valid_name(name)) throw std::invalid_argument("metric name '" + name + "' is not a valid Prometheus name");
-  const spin_guard guard(lock_);
-  for (const auto& e : entries_) {
-    if (e->name != name) continue;
-    // All series of a name share one TYPE line, so they must share a kind.
-    auto* same_kind = std::get_if<std::unique_ptr<M>>(&e->metric);
-    if (!same_kind) throw std::invalid_argument("metric '" + name + "' is already registered as " + std::string(e->type()));
-    if (e->labels == labels) return **same_kind;
-  }
-  auto metric = make();
-  M& ref = *metric;
-  entries_.push_back(std::make_unique<entry>(entry{name, help, labels, std::move(metric)}));
-  return ref;
-}
-
 counter& registry::add_counter(const std::string& name, const std::string& help, const std::string& labels) {
-  return add<counter>(name, help, labels, [] { return std::make_unique<counter>(); });
+  return s_->add<counter>(name, labels, [&] {
+    auto& f = s_->family<prometheus::Counter>(name, help, prometheus::BuildCounter);
+    return std::make_unique<counter>(f.Add(parse_labels(labels)));
+  });
 }
 
 gauge& registry::add_gauge(const std::string& name, const std::string& help, const std::string& labels) {
-  return add<gauge>(name, help, labels, [] { return std::make_unique<gauge>(); });
+  return s_->add<gauge>(name, labels, [&] {
+    auto& f = s_->family<prometheus::Gauge>(name, help, prometheus::BuildGauge);
+    return std::make_unique<gauge>(f.Add(parse_labels(labels)));
+  });
 }
 
 histogram& registry::add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                                    const std::string& labels) {
-  return add<histogram>(name, help, labels, [&] { return std::make_unique<histogram>(std::move(bounds)); });
+  check_bounds(bounds);
+  return s_->add<histogram>(name, labels, [&] {
+    auto& f = s_->family<prometheus::Histogram>(name, help, prometheus::BuildHistogram);
+    return std::make_unique<histogram>(f.Add(parse_labels(labels), bounds), bounds);
+  });
 }
 
-std::string registry::render() const {
-  const spin_guard guard(lock_);
-  std::string out;
-  std::vector<bool> done(entries_.size(), false);
-  // Series of one name are written together, in the order the name first
-  // appeared, with HELP/TYPE once: Prometheus rejects a repeated TYPE line.
-  for (std::size_t i = 0; i < entries_.size(); ++i) {
-    if (done[i]) continue;
-    const entry& first = *entries_[i];
-    out += "# HELP " + first.name + " " + escape_help(first.help) + "\n";
-    out += "# TYPE " + first.name + " " + std::string(first.type()) + "\n";
-    for (std::size_t j = i; j < entries_.size(); ++j) {
-      const entry& e = *entries_[j];
-      if (done[j] || e.name != first.name) continue;
-      done[j] = true;
-      if (const auto* c = std::get_if<std::unique_ptr<counter>>(&e.metric)) {
-        out += e.name + braces(e.labels) + " " + std::to_string((*c)->value()) + "\n";
-      } else if (const auto* g = std::get_if<std::unique_ptr<gauge>>(&e.metric)) {
-        out += e.name + braces(e.labels) + " " + format_double((*g)->value()) + "\n";
-      } else {
-        const histogram& h = *std::get<std::unique_ptr<histogram>>(e.metric);
-        const auto counts = h.bucket_counts();
-        const std::string sep = e.labels.empty() ? "" : e.labels + ",";
-        std::uint64_t cumulative = 0;
-        for (std::size_t b = 0; b < counts.size(); ++b) {
-          cumulative += counts[b];
-          const std::string le = b < h.bounds().size() ? format_double(h.bounds()[b]) : "+Inf";
-          out += e.name + "_bucket{" + sep + "le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
-        }
-        out += e.name + "_sum" + braces(e.labels) + " " + format_double(h.sum()) + "\n";
-        // The total of the buckets just read, not count(): under concurrent
-        // observe() the two can differ for an instant, and Prometheus expects
-        // _count to equal the +Inf bucket.
-        out += e.name + "_count" + braces(e.labels) + " " + std::to_string(cumulative) + "\n";
-      }
-    }
-  }
-  return out;
-}
+std::string registry::render() const { return prometheus::TextSerializer().Serialize(s_->r->Collect()); }
 
 // Fine enough around the targets' bounds (20, 100, 150 ms) that a p99 read
 // from the buckets says on which side of them it lies.

@@ -1,68 +1,81 @@
 #pragma once
-// A Prometheus metrics registry. Metrics are created once (at start-up) and
-// updated lock-free; render() writes the text exposition format 0.0.4.
-#include <atomic>
+// Prometheus metrics on prometheus-cpp's core (Debian prometheus-cpp-dev),
+// served by our own HTTP server: render() is the text exposition format.
+// Metrics are created once (at start-up, under a mutex) and updated
+// without a lock of ours: counters and gauges are atomics; a histogram
+// observation takes prometheus-cpp's own uncontended lock.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
 namespace tally::metrics {
 
 class counter {
  public:
-  void inc(std::uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
-  std::uint64_t value() const { return value_.load(std::memory_order_relaxed); }
+  explicit counter(prometheus::Counter& c) : c_(&c) {}
+  void inc(std::uint64_t n = 1);
+  std::uint64_t value() const;
+
  private:
-  std::atomic<std::uint64_t> value_{0};
+  prometheus::Counter* c_;
 };
 
 class gauge {
  public:
-  void set(double v) { value_.store(v, std::memory_order_relaxed); }
-  double value() const { return value_.load(std::memory_order_relaxed); }
+  explicit gauge(prometheus::Gauge& g) : g_(&g) {}
+  void set(double v);
+  double value() const;
+
  private:
-  std::atomic<double> value_{0};
+  prometheus::Gauge* g_;
 };
 
-// Cumulative buckets with fixed upper bounds (seconds, or any unit).
+// Cumulative buckets with fixed upper bounds (seconds, or any unit), `le`
+// inclusive. Bounds must be finite and strictly increasing.
 class histogram {
  public:
-  explicit histogram(std::vector<double> bounds);
-  void observe(double v);
+  explicit histogram(std::vector<double> bounds);  // on its own (tests)
+  histogram(prometheus::Histogram& h, std::vector<double> bounds);
+  ~histogram();
+  histogram(const histogram&) = delete;
+  histogram& operator=(const histogram&) = delete;
+  void observe(double v);  // a NaN is ignored
   const std::vector<double>& bounds() const { return bounds_; }
   std::vector<std::uint64_t> bucket_counts() const;  // per bound, not cumulative; last = +Inf
-  std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
-  double sum() const { return sum_.load(std::memory_order_relaxed); }
+  std::uint64_t count() const;
+  double sum() const;
+
  private:
   std::vector<double> bounds_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
-  std::atomic<std::uint64_t> count_{0};
-  std::atomic<double> sum_{0};
+  std::unique_ptr<prometheus::Histogram> own_;  // when not in a registry
+  prometheus::Histogram* h_;
 };
 
 class registry {
  public:
-  // Out of line because `entry` is only complete in metrics.cpp.
   registry();
   ~registry();
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
 
   // `labels` is the literal label set, e.g. R"(mode="group")" or "".
-  // The same name+labels returns the same metric.
+  // The same name+labels returns the same metric; a name is one kind.
   counter& add_counter(const std::string& name, const std::string& help, const std::string& labels = "");
   gauge& add_gauge(const std::string& name, const std::string& help, const std::string& labels = "");
   histogram& add_histogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                            const std::string& labels = "");
   std::string render() const;
- private:
-  struct entry;
-  template <typename M, typename Make>
-  M& add(const std::string& name, const std::string& help, const std::string& labels, Make make);
 
-  std::vector<std::unique_ptr<entry>> entries_;
-  mutable std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+ private:
+  struct state;
+  std::unique_ptr<state> s_;
 };
 
 // Latency buckets in seconds, 0.5 ms .. 10 s.

@@ -101,6 +101,7 @@ class router {
   metrics::counter& projection_reads_;
   metrics::counter& authority_reads_;
   metrics::counter& upstream_failures_;
+  metrics::histogram& request_seconds_;
 };
 
 // Helpers both route files use.

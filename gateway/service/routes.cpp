@@ -141,15 +141,20 @@ router::router(route_context& ctx)
       projection_reads_(ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="projection")")),
       authority_reads_(ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="authority")")),
       upstream_failures_(ctx.metrics.add_counter("tally_gateway_upstream_failures_total",
-                                                 "Requests the orchestrator or a shard did not answer")) {}
+                                                 "Requests the orchestrator or a shard did not answer")),
+      request_seconds_(ctx.metrics.add_histogram("tally_gateway_request_seconds",
+                                                 "Time from a request read to its answer (waits included)",
+                                                 metrics::latency_bounds())) {}
 
 asio::awaitable<response> router::operator()(request req) {
   requests_.inc();
+  const auto started = std::chrono::steady_clock::now();
   const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
   // One request id for the whole path: upstreams echo it in their errors.
   req.set(request_id_header, http::request_id_of(req));
   auto res = co_await route(req, t);
   res.set(request_id_header, req[request_id_header]);
+  request_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   co_return res;
 }
 

@@ -158,6 +158,13 @@ saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const shar
              save_reply{pg::error{make_error_code(pg::errc::connection_failed), "", "shutting down"}, 0}) {
   for (const auto& w : workflows())
     engines_.emplace_back(w, [this] { return std::uniform_real_distribution<double>(0.0, 1.0)(jitter_); });
+  for (auto type : all_saga_types)
+    saga_seconds_.push_back(&metrics.add_histogram("tally_orch_saga_seconds", "Time from a saga's creation to its end state",
+                                                   metrics::latency_bounds(), "type=\"" + std::string(to_string(type)) + "\""));
+  for (std::size_t i = 0; i < shards_.size(); ++i)
+    call_seconds_.push_back(&metrics.add_histogram("tally_orch_shard_call_seconds",
+                                                   "Time from sending a call to a shard to its answer",
+                                                   metrics::latency_bounds(), "shard=\"" + std::to_string(i) + "\""));
 }
 
 saga_runner::~saga_runner() {
@@ -329,6 +336,11 @@ std::vector<saga_runner::prepared_call> saga_runner::prepare(live_saga& l, const
   return calls;
 }
 
+void saga_runner::note_finished(const saga& s, saga_type type, instant now) {
+  finished_.inc();
+  saga_seconds_[static_cast<std::size_t>(type)]->observe(std::chrono::duration<double>(now - s.created).count());
+}
+
 // Sends calls whose saga state is durable; each answer becomes an event.
 void saga_runner::dispatch(const std::shared_ptr<live_saga>& l, std::vector<prepared_call> calls) {
   const auto& steps = find_workflow(l->s->workflow)->steps;
@@ -336,8 +348,11 @@ void saga_runner::dispatch(const std::shared_ptr<live_saga>& l, std::vector<prep
     if (failpoint::armed()) failpoint::hit("sending." + steps.at(c.ref.step).name);
     calls_.inc();
     auto call = [this, alive = alive_, l, c = std::move(c)]() mutable -> asio::awaitable<void> {
+      const auto sent = std::chrono::steady_clock::now();
       auto a = co_await shards_[c.shard]->async_call(std::move(c.command));
-      if (!*alive || l->gone) co_return;
+      if (!*alive) co_return;
+      call_seconds_[c.shard]->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
+      if (l->gone) co_return;
       post(l, event{event::kind::answer, c.ref, c.attempt, std::move(a)});
     };
     asio::co_spawn(ex_, std::move(call), asio::detached);
@@ -441,7 +456,7 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
     l->notify();
     answer_requesters(false);
     dispatch(l, std::move(calls));
-    if (terminal) finished_.inc();
+    if (terminal) note_finished(*next, l->type, t);
     if (terminal || !keep) {
       forget(l);
       hand_over(l);
@@ -550,7 +565,7 @@ asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request reque
   l->updated = t;
   result out{outcome::created, l->snapshot()};
   if (terminal) {
-    finished_.inc();
+    note_finished(*s, request.type, t);
     co_return out;
   }
   auto& slot = live_[s->id];

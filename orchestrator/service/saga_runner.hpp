@@ -133,6 +133,8 @@ class saga_runner {
   std::size_t loops_ = 0;  // claim and renew loops still running
   std::size_t driving_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // A saga reached its end state: counted, and its duration by type.
+  void note_finished(const saga& s, saga_type type, instant now);
 
   metrics::counter& started_;
   metrics::counter& replayed_;
@@ -142,6 +144,8 @@ class saga_runner {
   metrics::counter& calls_;
   metrics::histogram& save_batch_;
   metrics::gauge& live_gauge_;
+  std::vector<metrics::histogram*> saga_seconds_;  // by saga_type: creation to its end state
+  std::vector<metrics::histogram*> call_seconds_;  // by shard: a call sent to its answer
 
   // Last: destroyed first.
   batching::coalescer<save_request, save_reply> saves_;

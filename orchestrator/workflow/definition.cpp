@@ -18,7 +18,7 @@ std::string_view to_string(saga_type t) {
 }
 
 std::optional<saga_type> saga_type_from(std::string_view s) {
-  for (auto t : {saga_type::credit, saga_type::deduct, saga_type::refund, saga_type::transfer, saga_type::batch_deduct})
+  for (auto t : all_saga_types)
     if (to_string(t) == s) return t;
   return std::nullopt;
 }

@@ -17,6 +17,8 @@ namespace tally::orch {
 // deduction is immediate or held, a refund is of a deduction, a transfer or
 // the items of a batch deduction.
 enum class saga_type { credit, deduct, refund, transfer, batch_deduct };
+inline constexpr saga_type all_saga_types[] = {saga_type::credit, saga_type::deduct, saga_type::refund,
+                                               saga_type::transfer, saga_type::batch_deduct};
 std::string_view to_string(saga_type t);
 std::optional<saga_type> saga_type_from(std::string_view s);
 

@@ -8,6 +8,9 @@
 #                           uses the host network), exports DOCKER (the
 #                           client matching Debian's engine)
 #   tally_docker_stop_ours  stops the dockerd that tally_docker_ensure started
+#   tally_base_image        the tag of the offline base image (scripts/docker-base):
+#                           tally-base:bookworm-<hash of the packages the
+#                           Dockerfile installs>, so a new package makes a new base
 
 _tally_dockerd_pid=""
 
@@ -45,4 +48,10 @@ tally_docker_stop_ours() {
   kill "$_tally_dockerd_pid" 2>/dev/null || true
   wait "$_tally_dockerd_pid" 2>/dev/null || true
   _tally_dockerd_pid=""
+}
+
+tally_base_image() {
+  local sum
+  sum=$(sed -n 's/^RUN ensure-packages //p' Dockerfile | sha256sum | cut -c1-12)
+  echo "tally-base:bookworm-$sum"
 }

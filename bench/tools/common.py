@@ -1,0 +1,95 @@
+"""What the bench tools share: a run's files in RESULTS (the load
+generator's NAME.json, NAME.cpu-start), runs.jsonl, medians, the targets'
+lines and the throughput plot."""
+import json
+import statistics
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_json_lines(path):
+    """One dict per line of a JSON-lines file such as RESULTS/runs.jsonl."""
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def write_json(path, value, indent):
+    with open(path, "w") as f:
+        json.dump(value, f, indent=indent)
+
+
+def write_summary(results, summary):
+    """RESULTS/summary.json: SUMMARY and what the figures were measured on
+    (RESULTS/machine.txt)."""
+    write_json(f"{results}/summary.json", {**summary, "machine": read_text(f"{results}/machine.txt")}, indent=2)
+
+
+def cpu_used(results, name, cpu_end):
+    """CPU seconds each watched process used in a run's measured phase:
+    CPU_END (the script's record_cpu line at the end) less
+    RESULTS/NAME.cpu-start (the same line when the measured phase began)."""
+    start = map(float, read_text(f"{results}/{name}.cpu-start").split())
+    return [e - s for s, e in zip(start, map(float, cpu_end.split()))]
+
+
+def cpu_us_per_unit(run, used, processes, ndigits=None):
+    """Microseconds of CPU per completed unit: of each of PROCESSES (their
+    USED seconds, in order), then of the load generator ("bench")."""
+    done = max(run["completed"], 1)
+    cpu = {k: round(u * 1e6 / done, ndigits) for k, u in zip(processes, used)}
+    cpu["bench"] = round(run["cpu_s"] * 1e6 / done, ndigits)
+    return cpu
+
+
+def median(runs, field):
+    return statistics.median(r[field] for r in runs)
+
+
+def medians(runs, field, keys):
+    """Per key, the median of run[FIELD][key] over RUNS."""
+    return {k: statistics.median(r[field][k] for r in runs) for k in keys}
+
+
+def print_targets(targets):
+    """One line per (target, measured, met)."""
+    for target, measured, ok in targets:
+        print(f"  [{'met' if ok else 'MISSED'}] {target}: {measured}")
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files, or None (and a line that says
+    so) without python3-matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no python3-matplotlib: no throughput.png")
+        return None
+    return plt
+
+
+def plot_seconds(ax, run, style, label, field="per_second"):
+    """RUN's per-second series FIELD over its measured seconds (without the
+    drain after the deadline)."""
+    values = run[field][:int(run["duration_s"])]
+    ax.plot(range(1, len(values) + 1), values, style, label=label)
+
+
+def finish_axes(ax, xlabel, legend_loc):
+    ax.set_xlabel(xlabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc=legend_loc, fontsize="small")
+
+
+def save_plot(fig, results):
+    fig.savefig(f"{results}/throughput.png", dpi=100, bbox_inches="tight")
+    print(f"plot: {results}/throughput.png")
