@@ -79,10 +79,15 @@ def relay_buckets(path, sink):
     except OSError:
         return out
     for line in lines:
-        m = re.match(r'tally_relay_delivery_lag_seconds_bucket\{source="[^"]+",sink="([^"]+)",le="([^"]+)"\} (\d+)', line)
-        if m and (m[1] == sink or (sink == "push" and m[1].startswith("push:"))):
-            le = float("inf") if m[2] == "+Inf" else float(m[2])
-            out[le] = out.get(le, 0) + int(m[3])
+        # Labels in any order (prometheus-cpp writes them sorted by name).
+        m = re.match(r'tally_relay_delivery_lag_seconds_bucket\{([^}]*)\} (\d+)', line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m[1]))
+        got = labels.get("sink", "")
+        if got == sink or (sink == "push" and got.startswith("push:")):
+            le = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
+            out[le] = out.get(le, 0) + int(m[2])
     return out
 
 

@@ -248,7 +248,7 @@ class GatewayTest(ResultsTestCase):
         """{le: count} of the lag histogram of SINK (a prefix), summed over sources."""
         out = {}
         with open(self.file(file)) as f:
-            for source, s, le, n in re.findall(r'source="(\w+)",sink="([^"]+)",le="([^"]+)"\} (\d+)', f.read()):
+            for s, source, le, n in re.findall(r'sink="([^"]+)",source="(\w+)",le="([^"]+)"\} (\d+)', f.read()):
                 if s.startswith(sink):
                     out[le] = out.get(le, 0) + int(n)
         return out
