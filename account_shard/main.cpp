@@ -50,7 +50,8 @@ struct settings {
 settings read_settings(const config::config& cfg) {
   settings s;
   s.conninfo = cfg.get_string("database.conninfo", "");
-  if (s.conninfo.empty()) throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
+  if (s.conninfo.empty())
+    throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
   s.token = cfg.get_secret("internal_token", 16);
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/shard");
   s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
@@ -80,8 +81,8 @@ settings read_settings(const config::config& cfg) {
   s.clock_control = cfg.get_bool("testing.clock_control", false);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  s.holder = cfg.get_string("instance", std::string(host) + ":" + std::to_string(getpid()) + ":" +
-                                            std::to_string(s.listen.port));
+  s.holder = cfg.get_string("instance",
+                            std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(s.listen.port));
   return s;
 }
 
@@ -136,8 +137,11 @@ struct app : service::app {
       asio::steady_timer t(io_, std::chrono::milliseconds(100));
       co_await t.async_wait(asio::use_awaitable);
     }
-    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"epoch", epoch_},
-                          {"max_batch", s_.commit.max_batch}, {"workers", s_.commit.workers}});
+    log::info("serving", {{"address", s_.listen.address},
+                          {"port", server_->port()},
+                          {"epoch", epoch_},
+                          {"max_batch", s_.commit.max_batch},
+                          {"workers", s_.commit.workers}});
     co_await lead_.async_watch(std::chrono::milliseconds(500), [] {
       log::error("exiting: the writer lock is no longer held");
       std::_Exit(exit_lost_writer);

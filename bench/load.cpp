@@ -69,8 +69,8 @@ asio::awaitable<void> send_setup_batch(tally::http::client& client, const endpoi
     }
     std::string target = "/v1/batch";
     std::string copy = body;
-    auto r = co_await client.async_json(bhttp::verb::post, std::move(target), std::move(copy), setup_timeout,
-                                        opt.token);
+    auto r =
+        co_await client.async_json(bhttp::verb::post, std::move(target), std::move(copy), setup_timeout, opt.token);
     if (r.error) {
       last_problem = r.error.message();
       continue;
@@ -218,8 +218,10 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
     auto latency = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - sent).count();
     if (sent < measured_from) continue;
     verdict v;
-    if (r.error) v.error = r.error == asio::error::timed_out ? "timeout" : "transport";
-    else v = work.judge(r.message);
+    if (r.error)
+      v.error = r.error == asio::error::timed_out ? "timeout" : "transport";
+    else
+      v = work.judge(r.message);
     if (v.error.empty() && v.succeeded + v.rejected != opt.units_per_request) v.error = "reply_not_decided";
     if (v.error.empty()) {
       out.succeeded += v.succeeded;
@@ -293,7 +295,8 @@ void set_up_accounts(const endpoint& shard, const std::string& tenant, const std
 
 std::string run_tag() {
   return std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
 int tool_main(const char* name, const std::function<int()>& body) {

@@ -60,22 +60,38 @@ options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_ORCH_INTERNAL_TOKEN")) o.token = t;
   for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
-    if (name == "port") o.port = static_cast<std::uint16_t>(std::stoul(value));
-    else if (name == "token") o.token = value;
-    else if (name == "tenant") o.tenant = value;
-    else if (name == "shards") o.shards = value;
-    else if (name == "buckets") o.buckets = std::stoul(value);
-    else if (name == "accounts") o.accounts = std::stoul(value);
-    else if (name == "hot") o.hot = std::stod(value);
-    else if (name == "connections") o.connections = std::stoul(value);
-    else if (name == "threads") o.threads = std::stoul(value);
-    else if (name == "duration") o.duration_s = std::stod(value);
-    else if (name == "warmup") o.warmup_s = std::stod(value);
-    else if (name == "rate") o.rate = std::stod(value);
-    else if (name == "wait-ms") o.wait_ms = std::stoi(value);
-    else if (name == "api-key") o.api_key = value;
-    else if (name == "subscribers") o.subscribers = std::stoul(value);
-    else throw std::invalid_argument("unknown option --" + name);
+    if (name == "port")
+      o.port = static_cast<std::uint16_t>(std::stoul(value));
+    else if (name == "token")
+      o.token = value;
+    else if (name == "tenant")
+      o.tenant = value;
+    else if (name == "shards")
+      o.shards = value;
+    else if (name == "buckets")
+      o.buckets = std::stoul(value);
+    else if (name == "accounts")
+      o.accounts = std::stoul(value);
+    else if (name == "hot")
+      o.hot = std::stod(value);
+    else if (name == "connections")
+      o.connections = std::stoul(value);
+    else if (name == "threads")
+      o.threads = std::stoul(value);
+    else if (name == "duration")
+      o.duration_s = std::stod(value);
+    else if (name == "warmup")
+      o.warmup_s = std::stod(value);
+    else if (name == "rate")
+      o.rate = std::stod(value);
+    else if (name == "wait-ms")
+      o.wait_ms = std::stoi(value);
+    else if (name == "api-key")
+      o.api_key = value;
+    else if (name == "subscribers")
+      o.subscribers = std::stoul(value);
+    else
+      throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
   if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
@@ -130,8 +146,10 @@ int run(const options& opt) {
     const auto b = (a + 1 + std::uniform_int_distribution<std::size_t>(0, by_shard.size() - 2)(rng)) % by_shard.size();
     std::string from = pick(by_shard[a]), to = pick(by_shard[b]);
     if (std::uniform_real_distribution<double>(0, 1)(rng) < opt.hot) {
-      if (hot_shard == a) from = hot;
-      else to = hot;
+      if (hot_shard == a)
+        from = hot;
+      else
+        to = hot;
     }
     const auto biz = "t-" + tag + "-" + std::to_string(connection) + "-" + std::to_string(seq++);
     return tally::bench::request{target, R"({"from_account":")" + from + R"(","to_account":")" + to +

@@ -52,18 +52,30 @@ options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_SHARD_INTERNAL_TOKEN")) o.token = t;
   for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
-    if (name == "host") o.host = value;
-    else if (name == "port") o.port = static_cast<std::uint16_t>(std::stoul(value));
-    else if (name == "token") o.token = value;
-    else if (name == "tenant") o.tenant = value;
-    else if (name == "accounts") o.accounts = std::stoul(value);
-    else if (name == "connections") o.connections = std::stoul(value);
-    else if (name == "threads") o.threads = std::stoul(value);
-    else if (name == "duration") o.duration_s = std::stod(value);
-    else if (name == "warmup") o.warmup_s = std::stod(value);
-    else if (name == "rate") o.rate = std::stod(value);
-    else if (name == "per-request") o.per_request = std::stoul(value);
-    else throw std::invalid_argument("unknown option --" + name);
+    if (name == "host")
+      o.host = value;
+    else if (name == "port")
+      o.port = static_cast<std::uint16_t>(std::stoul(value));
+    else if (name == "token")
+      o.token = value;
+    else if (name == "tenant")
+      o.tenant = value;
+    else if (name == "accounts")
+      o.accounts = std::stoul(value);
+    else if (name == "connections")
+      o.connections = std::stoul(value);
+    else if (name == "threads")
+      o.threads = std::stoul(value);
+    else if (name == "duration")
+      o.duration_s = std::stod(value);
+    else if (name == "warmup")
+      o.warmup_s = std::stod(value);
+    else if (name == "rate")
+      o.rate = std::stod(value);
+    else if (name == "per-request")
+      o.per_request = std::stoul(value);
+    else
+      throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_SHARD_INTERNAL_TOKEN is required");
   if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 ||
@@ -115,8 +127,8 @@ int run(const options& opt) {
     return tally::bench::verdict{occurrences(r.body(), R"("status":"succeeded")"),
                                  occurrences(r.body(), R"("status":"rejected")")};
   };
-  tally::bench::load_options load{"shard_bench", opt.connections, opt.threads, opt.duration_s, opt.rate,
-                                  opt.per_request, opt.warmup_s};
+  tally::bench::load_options load{"shard_bench", opt.connections, opt.threads, opt.duration_s,
+                                  opt.rate,      opt.per_request, opt.warmup_s};
   auto summary = tally::bench::run_load(shard, load, work);
   summary["accounts"] = opt.accounts;
   summary["setup_s"] = setup_s;

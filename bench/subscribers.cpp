@@ -35,8 +35,9 @@ struct subscribers::impl {
     tcp.expires_after(std::chrono::seconds(10));
     auto [connect_ec] = co_await tcp.async_connect({asio::ip::make_address("127.0.0.1"), port}, use_tuple);
     if (!connect_ec) {
-      ws->set_option(websocket::stream_base::decorator(
-          [api_key](websocket::request_type& req) { req.set(beast::http::field::authorization, "Bearer " + api_key); }));
+      ws->set_option(websocket::stream_base::decorator([api_key](websocket::request_type& req) {
+        req.set(beast::http::field::authorization, "Bearer " + api_key);
+      }));
       auto [handshake_ec] = co_await ws->async_handshake("127.0.0.1", "/v1/stream", use_tuple);
       if (!handshake_ec) {
         auto [write_ec, n] = co_await ws->async_write(asio::buffer(subscribe), use_tuple);

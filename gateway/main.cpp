@@ -100,7 +100,8 @@ settings read_settings(const config::config& cfg) {
   s.internal.body_limit = static_cast<std::size_t>(cfg.get_int("internal.body_limit", 16 * 1024 * 1024));
   s.orchestrators = read_orchestrators(cfg.get_string("orchestrator", "127.0.0.1:7001"));
   s.shards = cfg.get_string("shards", "");
-  if (s.shards.empty()) throw std::runtime_error("shards is required, the orchestrator's routing (" + cfg.env_name("shards") + ")");
+  if (s.shards.empty())
+    throw std::runtime_error("shards is required, the orchestrator's routing (" + cfg.env_name("shards") + ")");
   s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
   s.orchestrator_connections = static_cast<std::size_t>(cfg.get_int("upstream.orchestrator_connections", 512));
   s.shard_connections = static_cast<std::size_t>(cfg.get_int("upstream.shard_connections", 64));
@@ -143,8 +144,11 @@ struct app : service::app {
     server_->start();
     internal_ = std::make_unique<http::server>(io_, s_.internal, gateway::make_internal_handler(*ctx_));
     internal_->start();
-    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"internal_port", internal_->port()},
-                          {"api_keys", s_.keys.size()}, {"shards", routes_.shards().size()}});
+    log::info("serving", {{"address", s_.listen.address},
+                          {"port", server_->port()},
+                          {"internal_port", internal_->port()},
+                          {"api_keys", s_.keys.size()},
+                          {"shards", routes_.shards().size()}});
     co_return;
   }
 

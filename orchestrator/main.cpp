@@ -48,7 +48,8 @@ struct settings {
 settings read_settings(const config::config& cfg) {
   settings s;
   s.conninfo = cfg.get_string("database.conninfo", "");
-  if (s.conninfo.empty()) throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
+  if (s.conninfo.empty())
+    throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
   s.token = cfg.get_secret("internal_token", 16);
   s.shard_token = cfg.get_string("shard_token", s.token);
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/orchestrator");
@@ -56,7 +57,8 @@ settings read_settings(const config::config& cfg) {
   s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7001));
   s.shards = cfg.get_string("shards", "");
   if (s.shards.empty())
-    throw std::runtime_error("shards is required, e.g. s0=127.0.0.1:7101;s1=127.0.0.1:7102 (" + cfg.env_name("shards") + ")");
+    throw std::runtime_error("shards is required, e.g. s0=127.0.0.1:7101;s1=127.0.0.1:7102 (" + cfg.env_name("shards") +
+                             ")");
   s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
   s.pool = static_cast<std::size_t>(cfg.get_int("database.pool", 4));
   s.statement_timeout = milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
@@ -110,8 +112,11 @@ struct app : service::app {
     runner_->start();
     server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_));
     server_->start();
-    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"instance", s_.instance},
-                          {"shards", routes_.shards().size()}, {"buckets", routes_.buckets()}});
+    log::info("serving", {{"address", s_.listen.address},
+                          {"port", server_->port()},
+                          {"instance", s_.instance},
+                          {"shards", routes_.shards().size()},
+                          {"buckets", routes_.buckets()}});
   }
 
   asio::awaitable<void> async_stop() override {

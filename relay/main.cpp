@@ -47,7 +47,8 @@ settings read_settings(const config::config& cfg) {
   settings s;
   auto sources_text = cfg.get_string("sources", "");
   if (sources_text.empty())
-    throw std::runtime_error("sources is required: a JSON array of {name, kind, conninfo} (" + cfg.env_name("sources") + ")");
+    throw std::runtime_error("sources is required: a JSON array of {name, kind, conninfo} (" + cfg.env_name("sources") +
+                             ")");
   auto sources = relay::parse_sources(nlohmann::json::parse(sources_text, nullptr, false));
   if (auto* bad = std::get_if<std::string>(&sources)) throw std::runtime_error("sources: " + *bad);
   s.sources = std::move(std::get<std::vector<relay::source_config>>(sources));
@@ -83,8 +84,10 @@ struct app : service::app {
                                                           s_.gateway_token, s_.push_timeout));
     }
     for (const auto& source : s_.sources)
-      for (const auto& sink : sinks_) pumps_.push_back(std::make_unique<relay::pump>(io.get_executor(), source, *sink, metrics_, s_.pump));
-    ctx_ = std::make_unique<relay::route_context>(relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
+      for (const auto& sink : sinks_)
+        pumps_.push_back(std::make_unique<relay::pump>(io.get_executor(), source, *sink, metrics_, s_.pump));
+    ctx_ = std::make_unique<relay::route_context>(
+        relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
   }
 
   asio::awaitable<void> async_start() override {
@@ -97,8 +100,11 @@ struct app : service::app {
     }
     server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_));
     server_->start();
-    log::info("serving", {{"address", s_.listen.address}, {"port", server_->port()}, {"sources", s_.sources.size()},
-                          {"sinks", sinks_.size()}, {"consumers", pumps_.size()}});
+    log::info("serving", {{"address", s_.listen.address},
+                          {"port", server_->port()},
+                          {"sources", s_.sources.size()},
+                          {"sinks", sinks_.size()},
+                          {"consumers", pumps_.size()}});
     co_return;
   }
 

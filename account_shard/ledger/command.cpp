@@ -10,9 +10,8 @@
 namespace tally::shard {
 
 namespace {
-constexpr std::array<std::string_view, 9> kind_names = {"open_account", "credit",     "debit",
-                                                        "hold",         "capture",    "release",
-                                                        "refund",       "cancel_key", "expire"};
+constexpr std::array<std::string_view, 9> kind_names = {"open_account", "credit", "debit",      "hold",  "capture",
+                                                        "release",      "refund", "cancel_key", "expire"};
 constexpr std::size_t max_credit_lots = 100;
 
 std::string expiry_text(const std::optional<std::int64_t>& at) { return at ? std::to_string(*at) : "never"; }
@@ -24,8 +23,10 @@ void read_lot_fields(const nlohmann::json& j, validate::field_reader& r, command
     if (f == holder.end() || f->is_null()) return true;
     if (!f->is_string()) return r.fail(std::string(field) + " must be an RFC 3339 UTC time string");
     out = time::parse_rfc3339_ms(f->get_ref<const std::string&>());
-    if (!out) return r.fail(std::string(field) + " must be an RFC 3339 UTC time such as 2027-01-31T00:00:00Z "
-                            "(ending in Z, at most millisecond precision)");
+    if (!out)
+      return r.fail(std::string(field) +
+                    " must be an RFC 3339 UTC time such as 2027-01-31T00:00:00Z "
+                    "(ending in Z, at most millisecond precision)");
     return true;
   };
   auto rule_of = [&](const nlohmann::json& holder, std::string& out) {
@@ -80,7 +81,13 @@ std::optional<command_kind> command_kind_from(std::string_view name) {
 std::string op_key::flat() const {
   std::string out;
   out.reserve(tenant.size() + account_id.size() + biz_type.size() + biz_id.size() + 3);
-  out.append(tenant).append(1, '\x1f').append(account_id).append(1, '\x1f').append(biz_type).append(1, '\x1f').append(biz_id);
+  out.append(tenant)
+      .append(1, '\x1f')
+      .append(account_id)
+      .append(1, '\x1f')
+      .append(biz_type)
+      .append(1, '\x1f')
+      .append(biz_id);
   return out;
 }
 
@@ -159,8 +166,8 @@ std::variant<command, invalid_command> parse_command(const nlohmann::json& j) {
       r.id("biz_id", c.biz_id);
       break;
     case command_kind::refund:
-      if (!validate::only_fields(j, {"type", "tenant", "account_id", "biz_id", "amount", "original_type", "original_id"},
-                       unknown))
+      if (!validate::only_fields(
+              j, {"type", "tenant", "account_id", "biz_id", "amount", "original_type", "original_id"}, unknown))
         break;
       // Without an amount a refund gives back what is left of its original.
       r.id("biz_id", c.biz_id) && r.amount("amount", c.amount, false) && r.id("original_type", c.target_type) &&

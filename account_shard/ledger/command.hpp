@@ -43,9 +43,9 @@ struct command {
   // open_account: optional (defaults to "open"). cancel_key: unused.
   // expire: the lot's id (decimal), as the expiry job sends it.
   std::string biz_id;
-  std::int64_t amount = 0;         // capture: 0 means "the whole hold"; refund: "what is left"
-  std::string target_type;         // refund: "debit" or "capture"; cancel_key: the cancelled biz_type
-  std::string target_id;           // refund: the original biz_id; cancel_key: the cancelled biz_id
+  std::int64_t amount = 0;  // capture: 0 means "the whole hold"; refund: "what is left"
+  std::string target_type;  // refund: "debit" or "capture"; cancel_key: the cancelled biz_type
+  std::string target_id;    // refund: the original biz_id; cancel_key: the cancelled biz_id
   std::string memo;
   // credit: the lot(s) it grants. One lot expiring at `expires_at` (none:
   // never) with `rule_version`; or, when `lots` is given (a transfer's
@@ -53,7 +53,7 @@ struct command {
   std::optional<std::int64_t> expires_at;
   std::string rule_version = "1";
   std::vector<lot_part> lots;
-  std::string request_hash;        // hex SHA-256 of the semantic fields
+  std::string request_hash;  // hex SHA-256 of the semantic fields
 
   // The key this command is idempotent on. cancel_key acts on its target's key.
   op_key key() const;

@@ -60,9 +60,13 @@ void batch_state::emit(account_row& a, std::string_view type, const command& c) 
   a.version += 1;
   a.dirty = true;
   nlohmann::json payload = {
-      {"tenant", a.tenant},         {"account_id", a.account_id}, {"balance", a.balance},
-      {"held", a.held},             {"available", a.balance - a.held},
-      {"status", to_string(a.status)}, {"version", a.version},
+      {"tenant", a.tenant},
+      {"account_id", a.account_id},
+      {"balance", a.balance},
+      {"held", a.held},
+      {"available", a.balance - a.held},
+      {"status", to_string(a.status)},
+      {"version", a.version},
       {"cause", {{"type", to_string(c.kind)}, {"biz_id", c.biz_id}}},
   };
   auto account_lots = lots.find(account_key(a.tenant, a.account_id));
@@ -412,8 +416,7 @@ reply batch_state::decide(const command& c) {
       return finish(op_state::succeeded, "", a);
     }
     case command_kind::open_account:
-    case command_kind::cancel_key:
-      break;
+    case command_kind::cancel_key: break;
   }
   throw std::logic_error("unhandled command kind");
 }
@@ -436,10 +439,11 @@ std::string reply_json(const reply& r) {
   if (r.status == reply_status::succeeded && !r.lots.empty()) {
     auto parts = nlohmann::json::array();
     for (const auto& p : r.lots)
-      parts.push_back({{"lot_id", p.lot_id},
-                       {"amount", p.amount},
-                       {"expires_at", p.expires_at ? nlohmann::json(time::rfc3339_ms(*p.expires_at)) : nlohmann::json()},
-                       {"rule_version", p.rule_version}});
+      parts.push_back(
+          {{"lot_id", p.lot_id},
+           {"amount", p.amount},
+           {"expires_at", p.expires_at ? nlohmann::json(time::rfc3339_ms(*p.expires_at)) : nlohmann::json()},
+           {"rule_version", p.rule_version}});
     j["lots"] = std::move(parts);
   }
   return j.dump();

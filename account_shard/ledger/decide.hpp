@@ -28,8 +28,8 @@ struct account_row {
   std::int64_t held = 0;
   account_status status = account_status::active;
   std::int64_t version = 0;
-  bool dirty = false;   // to be written
-  bool is_new = false;  // opened in this batch
+  bool dirty = false;          // to be written
+  bool is_new = false;         // opened in this batch
   std::int64_t lot_count = 0;  // lots granted so far: the next lot's id is lot_count + 1
 };
 
@@ -116,9 +116,9 @@ struct reply {
 
 class batch_state {
  public:
-  std::unordered_map<std::string, account_row> accounts;  // tenant\x1faccount
+  std::unordered_map<std::string, account_row> accounts;      // tenant\x1faccount
   std::unordered_map<std::string, operation_row> operations;  // op_key::flat()
-  std::unordered_map<std::string, hold_row> holds;  // tenant\x1faccount\x1fhold_id
+  std::unordered_map<std::string, hold_row> holds;            // tenant\x1faccount\x1fhold_id
   std::vector<ledger_row> ledger;
   std::vector<event_row> events;
   // Every open lot of each account in the batch, and the lots that its

@@ -76,8 +76,8 @@ std::vector<lot_part> refund_parts(const std::vector<lot_part>& consumed, std::i
 std::string lots_json(const std::vector<lot_part>& parts) {
   auto j = nlohmann::json::array();
   for (const auto& p : parts)
-    j.push_back({p.lot_id, p.amount, p.expires_at ? nlohmann::json(*p.expires_at) : nlohmann::json(nullptr),
-                 p.rule_version});
+    j.push_back(
+        {p.lot_id, p.amount, p.expires_at ? nlohmann::json(*p.expires_at) : nlohmann::json(nullptr), p.rule_version});
   return j.dump();
 }
 

@@ -27,9 +27,9 @@ struct lot_row {
   std::string account_id;
   std::int64_t lot_id = 0;  // 1, 2, ... per account, in grant order
   std::int64_t granted = 0;
-  std::int64_t remaining = 0;  // part of the balance; includes what is held
-  std::int64_t held = 0;       // part of remaining that holds reserve
-  std::int64_t expired = 0;    // what left the balance by expiry
+  std::int64_t remaining = 0;              // part of the balance; includes what is held
+  std::int64_t held = 0;                   // part of remaining that holds reserve
+  std::int64_t expired = 0;                // what left the balance by expiry
   std::optional<std::int64_t> expires_at;  // unix ms; none: never expires
   std::string rule_version = "1";
   lot_origin origin = lot_origin::grant;

@@ -58,9 +58,12 @@ nlohmann::json to_json(const account_reconciliation& r) {
     if (f.seq) j["seq"] = *f.seq;
     findings.push_back(std::move(j));
   }
-  return {{"tenant", r.tenant},         {"account_id", r.account_id},
-          {"snapshot", r.snapshot},     {"rebuilt", r.rebuilt},
-          {"difference", r.difference}, {"writes_after_watermark", r.writes_after_watermark},
+  return {{"tenant", r.tenant},
+          {"account_id", r.account_id},
+          {"snapshot", r.snapshot},
+          {"rebuilt", r.rebuilt},
+          {"difference", r.difference},
+          {"writes_after_watermark", r.writes_after_watermark},
           {"findings", std::move(findings)}};
 }
 

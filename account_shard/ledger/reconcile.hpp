@@ -57,9 +57,9 @@ void find_lot_mismatches(const lot_view& lot, std::vector<finding>& out);
 struct account_reconciliation {
   std::string tenant;
   std::string account_id;
-  std::int64_t snapshot = 0;  // recorded balance as of W
-  std::int64_t rebuilt = 0;   // opening + Σ entries ≤ W
-  std::int64_t difference = 0;  // rebuilt - snapshot
+  std::int64_t snapshot = 0;                // recorded balance as of W
+  std::int64_t rebuilt = 0;                 // opening + Σ entries ≤ W
+  std::int64_t difference = 0;              // rebuilt - snapshot
   std::int64_t writes_after_watermark = 0;  // Σ deltas after W, counted apart
   std::vector<finding> findings;
   bool needs_freeze() const;

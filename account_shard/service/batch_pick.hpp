@@ -9,9 +9,9 @@
 namespace tally::shard {
 
 struct batch_pick {
-  std::vector<std::size_t> taken;     // queue positions, in queue order
-  std::vector<std::string> claimed;   // accounts the batch now holds, each once
-  bool eligible_left = false;         // takeable commands stayed queued (batch full)
+  std::vector<std::size_t> taken;    // queue positions, in queue order
+  std::vector<std::string> claimed;  // accounts the batch now holds, each once
+  bool eligible_left = false;        // takeable commands stayed queued (batch full)
 };
 
 // account_keys[i]: the account of the i-th queued command. Takes, in queue

@@ -28,8 +28,8 @@ commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_o
       failures_(m.add_counter("tally_shard_batch_failures_total", "Batches answered unavailable or unknown")),
       batch_size_(m.add_histogram("tally_shard_batch_size", "Commands per committed batch",
                                   {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024})),
-      batch_seconds_(m.add_histogram("tally_shard_batch_seconds", "Time from batch start to commit",
-                                     metrics::latency_bounds())),
+      batch_seconds_(
+          m.add_histogram("tally_shard_batch_seconds", "Time from batch start to commit", metrics::latency_bounds())),
       queue_wait_(m.add_histogram("tally_shard_queue_wait_seconds",
                                   "Time a command waited in the commit queue before its batch started",
                                   metrics::latency_bounds())) {}
@@ -179,8 +179,10 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<pending*>& batch) {
       continue;  // nothing committed; the next attempt re-reads every row
     }
     failures_.inc();
-    log::warn("batch failed", {{"size", batch.size()}, {"error", out.error.code.message()},
-                                {"detail", out.error.message}, {"outcome_unknown", out.outcome_unknown}});
+    log::warn("batch failed", {{"size", batch.size()},
+                               {"error", out.error.code.message()},
+                               {"detail", out.error.message},
+                               {"outcome_unknown", out.outcome_unknown}});
     auto status = out.outcome_unknown ? submit_status::outcome_unknown : submit_status::unavailable;
     for (auto* p : batch) finish(p, {status, {}, out.error.message});
     co_return;
@@ -205,7 +207,8 @@ nlohmann::json commit_queue::stats() const {
           {"batch_failures", failures_.value()},
           {"queued", queue_.size()},
           {"mean_batch_size", batches ? static_cast<double>(commands_.value()) / static_cast<double>(batches) : 0.0},
-          {"mean_commit_ms", batch_seconds_.count() ? batch_seconds_.sum() * 1000.0 / static_cast<double>(batch_seconds_.count()) : 0.0}};
+          {"mean_commit_ms",
+           batch_seconds_.count() ? batch_seconds_.sum() * 1000.0 / static_cast<double>(batch_seconds_.count()) : 0.0}};
 }
 
 }  // namespace tally::shard

@@ -55,8 +55,8 @@ struct submit_result {
 
 class commit_queue {
  public:
-  commit_queue(boost::asio::any_io_executor ex, pg::pool& writers, commit_options options,
-               const shard_clock& clock, metrics::registry& metrics, std::function<void()> on_fenced);
+  commit_queue(boost::asio::any_io_executor ex, pg::pool& writers, commit_options options, const shard_clock& clock,
+               metrics::registry& metrics, std::function<void()> on_fenced);
   void start(std::int64_t writer_epoch);
   boost::asio::awaitable<submit_result> async_submit(command c);
   // Queues every command at once (they may share batches); one result each.
@@ -91,7 +91,7 @@ class commit_queue {
   std::function<void()> on_fenced_;
   std::int64_t epoch_ = 0;
   std::deque<pending*> queue_;
-  std::unordered_set<std::string> in_flight_accounts_;  // batch_state::account_key
+  std::unordered_set<std::string> in_flight_accounts_;   // batch_state::account_key
   std::deque<boost::asio::steady_timer*> idle_workers_;  // each waits on its own timer
   bool draining_ = false;
   std::size_t running_workers_ = 0;

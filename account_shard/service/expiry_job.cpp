@@ -24,7 +24,8 @@ expiry_job::expiry_job(asio::any_io_executor ex, commit_queue& commits, queries&
 
 void expiry_job::start() {
   running_ = true;
-  asio::co_spawn(timer_.get_executor(), [this]() -> asio::awaitable<void> { co_await run(); }, asio::detached);
+  asio::co_spawn(
+      timer_.get_executor(), [this]() -> asio::awaitable<void> { co_await run(); }, asio::detached);
 }
 
 void expiry_job::stop() {
@@ -82,7 +83,7 @@ asio::awaitable<bool> expiry_job::run_once() {
   }
   expired_.inc(done);
   if (done > 0) log::info("expiry: lots expired", {{"lots", done}});
-  co_return full && done > 0;
+  co_return full&& done > 0;
 }
 
 }  // namespace tally::shard

@@ -35,10 +35,8 @@ asio::awaitable<std::int64_t> leadership::async_acquire(std::chrono::millisecond
       auto err = co_await lock_conn_.async_exec(sql_try_lock, r, timeout);
       if (!err && r.boolean(0, 0)) {
         // The exclusive fence waits for the old writer's transactions in flight.
-        std::vector<pg::statement> take_over{{pg::sql_begin, {}},
-                                             {sql_fence_exclusive, {}},
-                                             {sql_take_over, {holder_}},
-                                             {pg::sql_commit, {}}};
+        std::vector<pg::statement> take_over{
+            {pg::sql_begin, {}}, {sql_fence_exclusive, {}}, {sql_take_over, {holder_}}, {pg::sql_commit, {}}};
         std::vector<pg::result> rs;
         err = co_await lock_conn_.async_pipeline(take_over, rs, timeout);
         if (!err) {

@@ -53,12 +53,9 @@ response from_query(const request& req, const query_result& r) {
 
 std::string result_json(const submit_result& r) {
   switch (r.status) {
-    case submit_status::decided:
-      return reply_json(r.decision);
-    case submit_status::unavailable:
-      return R"({"status":"unavailable","code":"unavailable"})";
-    case submit_status::outcome_unknown:
-      return R"({"status":"unavailable","code":"outcome_unknown"})";
+    case submit_status::decided: return reply_json(r.decision);
+    case submit_status::unavailable: return R"({"status":"unavailable","code":"unavailable"})";
+    case submit_status::outcome_unknown: return R"({"status":"unavailable","code":"outcome_unknown"})";
   }
   return "{}";
 }
@@ -74,8 +71,7 @@ using route = http::route_row<router, call>;
 
 class router {
  public:
-  explicit router(route_context& ctx)
-      : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+  explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
   // Under /v1/ everything needs the internal token.
   static std::span<const route> table() {
@@ -131,8 +127,8 @@ class router {
     if (status != "active" && status != "frozen" && status != "closed")
       co_return bad_request(req, "status must be active, frozen or closed");
     if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
-    co_return from_query(req, co_await ctx_.reads.async_accounts_by_status(tenant, std::string(status),
-                                                                           static_cast<int>(*limit)));
+    co_return from_query(
+        req, co_await ctx_.reads.async_accounts_by_status(tenant, std::string(status), static_cast<int>(*limit)));
   }
 
   asio::awaitable<response> account(const request& req, const call& c) {
@@ -146,7 +142,8 @@ class router {
     auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
     if (!after || *after < 0) co_return bad_request(req, "after must be a ledger sequence number");
     if (!limit || *limit < 1 || *limit > 500) co_return bad_request(req, "limit must be between 1 and 500");
-    co_return from_query(req, co_await ctx_.reads.async_entries(c.args[0], c.args[1], *after, static_cast<int>(*limit)));
+    co_return from_query(req,
+                         co_await ctx_.reads.async_entries(c.args[0], c.args[1], *after, static_cast<int>(*limit)));
   }
 
   asio::awaitable<response> lots(const request& req, const call& c) {
@@ -173,7 +170,8 @@ class router {
     if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
     std::string status = c.target.path.back() == "freeze" ? "frozen" : "active";
     auto r = co_await ctx_.reads.async_set_status(c.args[0], c.args[1], status, ctx_.writer_epoch());
-    if (r.found && !r.error) log::warn("account status set by operator", {{"account_id", c.args[1]}, {"status", status}});
+    if (r.found && !r.error)
+      log::warn("account status set by operator", {{"account_id", c.args[1]}, {"status", status}});
     co_return from_query(req, r);
   }
 
@@ -219,8 +217,8 @@ class router {
     if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
     auto tenant = tenant_of(req, c);
     if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
-    co_return from_query(req, co_await ctx_.reads.async_reconciliation_runs(std::get<std::optional<std::string>>(tenant),
-                                                                            static_cast<int>(*limit)));
+    co_return from_query(req, co_await ctx_.reads.async_reconciliation_runs(
+                                  std::get<std::optional<std::string>>(tenant), static_cast<int>(*limit)));
   }
 
   asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }
@@ -299,8 +297,6 @@ class router {
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) {
-  return http::shared_handler(std::make_shared<router>(ctx));
-}
+http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
 
 }  // namespace tally::shard

@@ -11,9 +11,9 @@ namespace tally::shard {
 
 namespace asio = boost::asio;
 using pg::array_literal;
+using pg::param;
 using pg::sql_begin;
 using pg::sql_commit;
-using pg::param;
 
 namespace {
 
@@ -43,8 +43,8 @@ constexpr std::string_view sql_lock_holds =
     "(SELECT * FROM hold h WHERE h.tenant = k.tenant AND h.account_id = k.account_id AND h.hold_id = k.hold_id "
     "FOR UPDATE) h";
 // A lot's columns as load_lots reads them (expires_at in unix ms).
-#define TALLY_LOT_COLUMNS                                                                                  \
-  "l.tenant, l.account_id, l.lot_id, l.granted, l.remaining, l.held, l.expired, "                          \
+#define TALLY_LOT_COLUMNS                                                                                    \
+  "l.tenant, l.account_id, l.lot_id, l.granted, l.remaining, l.held, l.expired, "                            \
   "(extract(epoch FROM l.expires_at) * 1000)::bigint, l.rule_version, l.origin, l.grace_ms, l.source_type, " \
   "l.source_id, l.state "
 // Every open lot of the batch's accounts, each account's in consumption order.
@@ -173,8 +173,14 @@ void load_lots(batch_state& st, const pg::result& r, std::set<std::pair<std::str
 void load_state(batch_state& st, const std::vector<pg::result>& r, const read_layout& layout) {
   const auto& acc = r[3];
   for (int i = 0; i < acc.rows(); ++i) {
-    account_row a{std::string(acc.text(i, 0)), std::string(acc.text(i, 1)), acc.int64(i, 2), acc.int64(i, 3),
-                  account_status_from(acc.text(i, 4)).value_or(account_status::frozen), acc.int64(i, 5), false, false,
+    account_row a{std::string(acc.text(i, 0)),
+                  std::string(acc.text(i, 1)),
+                  acc.int64(i, 2),
+                  acc.int64(i, 3),
+                  account_status_from(acc.text(i, 4)).value_or(account_status::frozen),
+                  acc.int64(i, 5),
+                  false,
+                  false,
                   acc.int64(i, 6)};
     st.accounts.emplace(batch_state::account_key(a.tenant, a.account_id), std::move(a));
   }
@@ -205,9 +211,14 @@ void load_state(batch_state& st, const std::vector<pg::result>& r, const read_la
   if (layout.holds < 0) return;
   const auto& holds = r[static_cast<std::size_t>(layout.holds)];
   for (int i = 0; i < holds.rows(); ++i) {
-    hold_row h{std::string(holds.text(i, 0)), std::string(holds.text(i, 1)), std::string(holds.text(i, 2)),
-               holds.int64(i, 3), holds.int64(i, 4), hold_state_from(holds.text(i, 5)).value_or(hold_state::held),
-               false, false};
+    hold_row h{std::string(holds.text(i, 0)),
+               std::string(holds.text(i, 1)),
+               std::string(holds.text(i, 2)),
+               holds.int64(i, 3),
+               holds.int64(i, 4),
+               hold_state_from(holds.text(i, 5)).value_or(hold_state::held),
+               false,
+               false};
     st.holds.emplace(batch_state::hold_key(h.tenant, h.account_id, h.hold_id), std::move(h));
   }
 }
@@ -299,9 +310,9 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
       cl.push_back(acc.lot_count);
     }
     if (!nt.empty())
-      out.push_back({sql_insert_accounts, params_of({array_literal(nt), array_literal(na), array_literal(nb),
-                                                     array_literal(nh), array_literal(ns), array_literal(nv),
-                                                     array_literal(nl)})});
+      out.push_back(
+          {sql_insert_accounts, params_of({array_literal(nt), array_literal(na), array_literal(nb), array_literal(nh),
+                                           array_literal(ns), array_literal(nv), array_literal(nl)})});
     if (!t.empty())
       out.push_back(update_of(sql_update_accounts,
                               params_of({array_literal(t), array_literal(a), array_literal(b), array_literal(h),
@@ -335,8 +346,8 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
                                 array_literal(refunded), array_literal(lots)})});
     if (!ut.empty())
       out.push_back(update_of(sql_update_refunded,
-                              params_of({array_literal(ut), array_literal(ua), array_literal(ubt),
-                                         array_literal(ubi), array_literal(uref)}),
+                              params_of({array_literal(ut), array_literal(ua), array_literal(ubt), array_literal(ubi),
+                                         array_literal(uref)}),
                               ut.size()));
   }
   {
@@ -348,14 +359,14 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
         t.push_back(h.tenant), a.push_back(h.account_id), id.push_back(h.hold_id), amount.push_back(h.amount),
             captured.push_back(h.captured), state.emplace_back(to_string(h.state));
       } else {
-        ut.push_back(h.tenant), ua.push_back(h.account_id), uid.push_back(h.hold_id),
-            ucaptured.push_back(h.captured), ustate.emplace_back(to_string(h.state));
+        ut.push_back(h.tenant), ua.push_back(h.account_id), uid.push_back(h.hold_id), ucaptured.push_back(h.captured),
+            ustate.emplace_back(to_string(h.state));
       }
     }
     if (!t.empty())
-      out.push_back({sql_insert_holds, params_of({array_literal(t), array_literal(a), array_literal(id),
-                                                  array_literal(amount), array_literal(captured),
-                                                  array_literal(state)})});
+      out.push_back(
+          {sql_insert_holds, params_of({array_literal(t), array_literal(a), array_literal(id), array_literal(amount),
+                                        array_literal(captured), array_literal(state)})});
     if (!ut.empty())
       out.push_back(update_of(sql_update_holds,
                               params_of({array_literal(ut), array_literal(ua), array_literal(uid),
@@ -386,15 +397,14 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
       out.push_back({sql_insert_lots,
                      params_of({array_literal(t), array_literal(a), array_literal(id), array_literal(granted),
                                 array_literal(remaining), array_literal(held), array_literal(expired),
-                                array_literal(expires), array_literal(rv), array_literal(origin),
-                                array_literal(grace), array_literal(st_type), array_literal(st_id),
-                                array_literal(state)})});
+                                array_literal(expires), array_literal(rv), array_literal(origin), array_literal(grace),
+                                array_literal(st_type), array_literal(st_id), array_literal(state)})});
     if (!ut.empty())
-      out.push_back(update_of(sql_update_lots,
-                              params_of({array_literal(ut), array_literal(ua), array_literal(uid),
-                                         array_literal(uremaining), array_literal(uheld), array_literal(uexpired),
-                                         array_literal(ustate)}),
-                              ut.size()));
+      out.push_back(
+          update_of(sql_update_lots,
+                    params_of({array_literal(ut), array_literal(ua), array_literal(uid), array_literal(uremaining),
+                               array_literal(uheld), array_literal(uexpired), array_literal(ustate)}),
+                    ut.size()));
   }
   if (!st.ledger.empty()) {
     std::vector<std::int64_t> seq, delta, bal;
@@ -405,9 +415,9 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
           bi.push_back(e.key.biz_id), delta.push_back(e.delta), bal.push_back(e.balance_after),
           rev.push_back(opt_int(e.reverses));
     }
-    out.push_back({sql_insert_ledger, params_of({array_literal(seq), array_literal(t), array_literal(a),
-                                                 array_literal(bt), array_literal(bi), array_literal(delta),
-                                                 array_literal(bal), array_literal(rev)})});
+    out.push_back({sql_insert_ledger,
+                   params_of({array_literal(seq), array_literal(t), array_literal(a), array_literal(bt),
+                              array_literal(bi), array_literal(delta), array_literal(bal), array_literal(rev)})});
   }
   if (!st.events.empty()) {
     std::vector<std::string> t, a, type, payload;
@@ -480,8 +490,8 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
   }
   // The expiry job's batches have points of their own, so a chaos run can
   // stop exactly those.
-  const bool expiring = std::any_of(commands.begin(), commands.end(),
-                                    [](const command& c) { return c.kind == command_kind::expire; });
+  const bool expiring =
+      std::any_of(commands.begin(), commands.end(), [](const command& c) { return c.kind == command_kind::expire; });
   bool injected = failpoint::hit("after_outbox_insert") | failpoint::hit("before_commit") |
                   (expiring && failpoint::hit("expiry_before_commit"));
   if (injected) {

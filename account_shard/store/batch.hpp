@@ -29,9 +29,9 @@ inline constexpr std::string_view shard_writer_session_sql =
     "set_config('random_page_cost', '1.1', false)";
 
 struct batch_outcome {
-  pg::error error;             // set when nothing is known to be committed
+  pg::error error;               // set when nothing is known to be committed
   bool outcome_unknown = false;  // the COMMIT was sent but its answer lost
-  std::vector<reply> replies;  // one per command, when !error
+  std::vector<reply> replies;    // one per command, when !error
 };
 
 // Every statement with parameters that a batch may run (for the test that

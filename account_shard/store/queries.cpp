@@ -29,7 +29,8 @@ constexpr std::string_view sql_lots =
     "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM lot l "
     "LEFT JOIN lot c ON c.tenant = $1 AND c.account_id = $2 AND c.lot_id = $3 "
     "WHERE l.tenant = $1 AND l.account_id = $2 AND ($4 = 'all' OR l.state = 'open') "
-    "AND ($3::bigint = 0 OR c.lot_id IS NOT NULL) AND (c.lot_id IS NULL OR (coalesce(l.expires_at, 'infinity'), l.lot_id) > "
+    "AND ($3::bigint = 0 OR c.lot_id IS NOT NULL) AND (c.lot_id IS NULL OR (coalesce(l.expires_at, 'infinity'), "
+    "l.lot_id) > "
     "(coalesce(c.expires_at, 'infinity'), c.lot_id)) "
     "ORDER BY coalesce(l.expires_at, 'infinity'), l.lot_id LIMIT $5";
 // A frozen account's lots wait until it is unfrozen (its writes are refused).
@@ -141,9 +142,14 @@ constexpr std::string_view sql_set_status =
 nlohmann::json account_json(const pg::result& r, int row, int c) {
   auto balance = r.int64(row, c + 2);
   auto held = r.int64(row, c + 3);
-  nlohmann::json j = {{"tenant", r.text(row, c)},      {"account_id", r.text(row, c + 1)}, {"balance", balance},
-                      {"held", held},                  {"available", balance - held},      {"status", r.text(row, c + 4)},
-                      {"version", r.int64(row, c + 5)}, {"updated_at", r.text(row, c + 6)}};
+  nlohmann::json j = {{"tenant", r.text(row, c)},
+                      {"account_id", r.text(row, c + 1)},
+                      {"balance", balance},
+                      {"held", held},
+                      {"available", balance - held},
+                      {"status", r.text(row, c + 4)},
+                      {"version", r.int64(row, c + 5)},
+                      {"updated_at", r.text(row, c + 6)}};
   j["next_expiry"] = projection::next_expiry_doc(r.opt_int64(row, c + 7), r.opt_int64(row, c + 8).value_or(0));
   return j;
 }
@@ -177,7 +183,7 @@ asio::awaitable<query_result> queries::async_entries(std::string tenant, std::st
   const auto& r = rs[1];
   nlohmann::json entries = nlohmann::json::array();
   for (int i = 0; i < r.rows(); ++i) {
-    nlohmann::json e = {{"seq", r.int64(i, 0)},   {"biz_type", r.text(i, 1)},      {"biz_id", r.text(i, 2)},
+    nlohmann::json e = {{"seq", r.int64(i, 0)},   {"biz_type", r.text(i, 1)},       {"biz_id", r.text(i, 2)},
                         {"delta", r.int64(i, 3)}, {"balance_after", r.int64(i, 4)}, {"created_at", r.text(i, 6)}};
     if (!r.is_null(i, 5)) e["reverses"] = r.int64(i, 5);
     entries.push_back(std::move(e));
@@ -222,8 +228,8 @@ asio::awaitable<query_result> queries::async_old_holds(std::int64_t older_than_m
   co_return out;
 }
 
-asio::awaitable<query_result> queries::async_operation(std::string tenant, std::string account_id,
-                                                       std::string biz_type, std::string biz_id) {
+asio::awaitable<query_result> queries::async_operation(std::string tenant, std::string account_id, std::string biz_type,
+                                                       std::string biz_id) {
   query_result out;
   std::vector<pg::statement> st{{sql_operation, {tenant, account_id, biz_type, biz_id}}};
   std::vector<pg::result> rs;
@@ -231,10 +237,17 @@ asio::awaitable<query_result> queries::async_operation(std::string tenant, std::
   const auto& r = rs[0];
   out.found = r.rows() == 1;
   if (!out.found) co_return out;
-  out.body = {{"tenant", tenant},           {"account_id", account_id},          {"biz_type", biz_type},
-              {"biz_id", biz_id},           {"state", r.text(0, 0)},             {"amount", r.int64(0, 1)},
-              {"balance_after", r.int64(0, 3)}, {"held_after", r.int64(0, 4)},   {"version", r.int64(0, 5)},
-              {"refunded", r.int64(0, 7)},  {"request_hash", r.text(0, 8)}};
+  out.body = {{"tenant", tenant},
+              {"account_id", account_id},
+              {"biz_type", biz_type},
+              {"biz_id", biz_id},
+              {"state", r.text(0, 0)},
+              {"amount", r.int64(0, 1)},
+              {"balance_after", r.int64(0, 3)},
+              {"held_after", r.int64(0, 4)},
+              {"version", r.int64(0, 5)},
+              {"refunded", r.int64(0, 7)},
+              {"request_hash", r.text(0, 8)}};
   out.body["code"] = r.is_null(0, 2) ? nlohmann::json(nullptr) : nlohmann::json(r.text(0, 2));
   out.body["ledger_seq"] = r.is_null(0, 6) ? nlohmann::json(nullptr) : nlohmann::json(r.int64(0, 6));
   co_return out;
@@ -270,16 +283,15 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
       if (upto == snapshot && held == open_holds && dups == 0 && has_opening && lots_agree) continue;
       // Only accounts that differ are read entry by entry for classification.
       pg::result entries;
-      std::vector<pg::param> params{std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
-                                    std::to_string(w)};
+      std::vector<pg::param> params{std::string(totals.text(i, 0)), std::string(totals.text(i, 1)), std::to_string(w)};
       if ((out.error = co_await conn->async_exec(sql_account_entries_upto, std::move(params), entries, timeout_)))
         co_return out;
       std::vector<entry_view> views;
       for (int k = 0; k < entries.rows(); ++k)
         views.push_back({entries.int64(k, 0), std::string(entries.text(k, 1)), std::string(entries.text(k, 2)),
                          entries.int64(k, 3), entries.opt_int64(k, 4)});
-      differing.push_back(reconcile_account(std::string(totals.text(i, 0)), std::string(totals.text(i, 1)),
-                                            snapshot, after, held, open_holds, views,
+      differing.push_back(reconcile_account(std::string(totals.text(i, 0)), std::string(totals.text(i, 1)), snapshot,
+                                            after, held, open_holds, views,
                                             lots_agree ? std::vector<finding>{} : std::move(lots->second)));
     }
     co_await pg::async_rollback(*conn, timeout_);
@@ -316,15 +328,14 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
 asio::awaitable<pg::error> queries::async_lot_findings(
     pg::connection& conn, const std::optional<std::string>& tenant,
     std::map<std::pair<std::string, std::string>, std::vector<finding>>& out) {
-  std::vector<pg::statement> st{{sql_reconcile_lots, {tenant}},
-                                {sql_reconcile_allocations, {tenant}},
-                                {sql_reconcile_lot_totals, {tenant}}};
+  std::vector<pg::statement> st{
+      {sql_reconcile_lots, {tenant}}, {sql_reconcile_allocations, {tenant}}, {sql_reconcile_lot_totals, {tenant}}};
   std::vector<pg::result> rs;
   if (auto err = co_await conn.async_pipeline(st, rs, timeout_)) co_return err;
   const auto& lots = rs[0];
   for (int i = 0; i < lots.rows(); ++i) {
     lot_view v{lots.int64(i, 2), lots.int64(i, 3), lots.int64(i, 4), lots.int64(i, 5), lots.text(i, 6) == "expired",
-               lots.int64(i, 7), lots.int64(i, 8), lots.int64(i, 9),  lots.int64(i, 10)};
+               lots.int64(i, 7), lots.int64(i, 8), lots.int64(i, 9), lots.int64(i, 10)};
     std::vector<finding> found;
     find_lot_mismatches(v, found);
     if (found.empty()) continue;
@@ -351,7 +362,8 @@ asio::awaitable<query_result> queries::async_lots(std::string tenant, std::strin
   query_result out;
   std::vector<pg::statement> st{
       {sql_account, {tenant, account_id}},
-      {sql_lots, {tenant, account_id, std::to_string(page.after), page.all ? "all" : "open", std::to_string(page.limit)}}};
+      {sql_lots,
+       {tenant, account_id, std::to_string(page.after), page.all ? "all" : "open", std::to_string(page.limit)}}};
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
   out.found = rs[0].rows() == 1;
@@ -420,11 +432,12 @@ asio::awaitable<pg::error> queries::async_fenced_write(std::vector<pg::statement
   co_return pg::error{};
 }
 
-asio::awaitable<query_result> queries::async_set_status(std::string tenant, std::string account_id,
-                                                        std::string status, std::int64_t writer_epoch) {
+asio::awaitable<query_result> queries::async_set_status(std::string tenant, std::string account_id, std::string status,
+                                                        std::int64_t writer_epoch) {
   query_result out;
   // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
-  std::vector<pg::statement> writes{{sql_set_status, {tenant, account_id, status}}, {sql_account, {tenant, account_id}}};
+  std::vector<pg::statement> writes{{sql_set_status, {tenant, account_id, status}},
+                                    {sql_account, {tenant, account_id}}};
   std::vector<pg::result> rs;
   out.error = co_await async_fenced_write(std::move(writes), writer_epoch, rs);
   if (out.error) co_return out;

@@ -43,8 +43,8 @@ class queries {
   boost::asio::awaitable<query_result> async_lots(std::string tenant, std::string account_id, lot_page page);
   // Open lots whose expiry has come by `now_ms`, earliest first: body [[tenant, account, lot_id], ...].
   boost::asio::awaitable<query_result> async_due_lots(std::int64_t now_ms, int limit);
-  boost::asio::awaitable<query_result> async_operation(std::string tenant, std::string account_id,
-                                                       std::string biz_type, std::string biz_id);
+  boost::asio::awaitable<query_result> async_operation(std::string tenant, std::string account_id, std::string biz_type,
+                                                       std::string biz_id);
   boost::asio::awaitable<query_result> async_old_holds(std::int64_t older_than_ms, int limit);
   // Reconciles every account at `watermark` (default: the newest entry) in
   // one snapshot; with `freeze`, accounts with a difference are frozen.
@@ -56,8 +56,8 @@ class queries {
   // and the age of the oldest.
   boost::asio::awaitable<query_result> async_outbox_backlog();
   // Sets an account's status (active/frozen) with its outbox event.
-  boost::asio::awaitable<query_result> async_set_status(std::string tenant, std::string account_id,
-                                                        std::string status, std::int64_t writer_epoch);
+  boost::asio::awaitable<query_result> async_set_status(std::string tenant, std::string account_id, std::string status,
+                                                        std::int64_t writer_epoch);
   // A tenant's accounts in `status`, by id: {"accounts": [...]}.
   boost::asio::awaitable<query_result> async_accounts_by_status(std::string tenant, std::string status, int limit);
   // The last `limit` reconciliation runs of `tenant` (none: of every
@@ -68,8 +68,7 @@ class queries {
   boost::asio::awaitable<pg::error> async_lot_findings(
       pg::connection& conn, const std::optional<std::string>& tenant,
       std::map<std::pair<std::string, std::string>, std::vector<finding>>& out);
-  boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements,
-                                               std::vector<pg::result>& out);
+  boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements, std::vector<pg::result>& out);
   // `writes` in one transaction on the writer pool, fenced: refused when
   // another writer took over (its epoch is not `writer_epoch`). `out`: the
   // writes' results.

@@ -31,8 +31,8 @@ class coalescer {
  public:
   // Flushes `items` and fills `results` (same size, pre-sized) in order.
   // `worker` is the worker's index, for per-worker resources (a connection).
-  using flush_fn =
-      std::function<boost::asio::awaitable<void>(std::size_t worker, std::vector<Item>& items, std::vector<Result>& results)>;
+  using flush_fn = std::function<boost::asio::awaitable<void>(std::size_t worker, std::vector<Item>& items,
+                                                              std::vector<Result>& results)>;
 
   coalescer(boost::asio::any_io_executor ex, std::size_t workers, std::size_t max_batch, flush_fn flush, Result closed)
       : ex_(ex), max_batch_(max_batch), flush_(std::move(flush)), closed_(std::move(closed)) {

@@ -19,8 +19,7 @@ class config {
   // Reads `file` when non-empty (throws std::runtime_error with the path and
   // the parse error on failure), applies `--key.path=value` arguments from
   // argv, and resolves environment overrides lazily in the getters.
-  static config load(std::string env_prefix, const std::string& file,
-                     const std::vector<std::string>& overrides = {});
+  static config load(std::string env_prefix, const std::string& file, const std::vector<std::string>& overrides = {});
   // Parses argv: `--config=FILE` selects the file, every other `--a.b=v`
   // (or `--a-b=v`, dashes mapped to underscores) is an override.
   static config from_args(std::string env_prefix, int argc, char** argv);
@@ -32,7 +31,7 @@ class config {
   // A secret (a token) of at least `min_length` characters; throws naming
   // the setting and its environment variable, never the value.
   std::string get_secret(std::string_view path, std::size_t min_length) const;
-  std::string env_name(std::string_view path) const;              // PREFIX_A_B_C
+  std::string env_name(std::string_view path) const;  // PREFIX_A_B_C
 
  private:
   struct value {

@@ -130,8 +130,10 @@ void arm(std::string_view spec) {
 
   const std::lock_guard lock(mutex_);
   for (auto& [name, a] : parsed) {
-    if (a) armed_.insert_or_assign(name, *a);  // re-arming restarts the hit count
-    else armed_.erase(name);
+    if (a)
+      armed_.insert_or_assign(name, *a);  // re-arming restarts the hit count
+    else
+      armed_.erase(name);
   }
   detail::any_armed.store(!armed_.empty(), std::memory_order_relaxed);
 }

@@ -15,7 +15,10 @@
 
 namespace tally::failpoint {
 
-namespace detail { extern std::atomic<bool> any_armed; bool slow_hit(std::string_view name); }
+namespace detail {
+extern std::atomic<bool> any_armed;
+bool slow_hit(std::string_view name);
+}  // namespace detail
 
 // Returns true when an `error` action fires. Crash and delay act in place.
 inline bool hit(std::string_view name) {
@@ -30,7 +33,7 @@ inline bool armed() { return detail::any_armed.load(std::memory_order_relaxed); 
 // Arms (or disarms with "off") from a spec; throws std::invalid_argument on a bad spec.
 void arm(std::string_view spec);
 void disarm_all();
-void arm_from_env();           // reads TALLY_FAILPOINTS
-std::string describe();        // current spec, for the admin endpoint
+void arm_from_env();     // reads TALLY_FAILPOINTS
+std::string describe();  // current spec, for the admin endpoint
 
 }  // namespace tally::failpoint

@@ -35,7 +35,9 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct client::impl {
   impl(asio::any_io_executor ex, std::string host, std::uint16_t port)
-      : executor_(std::move(ex)), host_(std::move(host)), port_(port),
+      : executor_(std::move(ex)),
+        host_(std::move(host)),
+        port_(port),
         host_header_(host_ + ":" + std::to_string(port)) {}
 
   // The server may have closed the idle keep-alive connection (idle timeout,

@@ -7,7 +7,8 @@ namespace tally::http {
 failover_pool::failover_pool(boost::asio::any_io_executor ex, const std::vector<upstream_endpoint>& instances,
                              std::size_t max_connections_each) {
   if (instances.empty()) throw std::invalid_argument("failover_pool needs at least one instance");
-  for (const auto& i : instances) pools_.push_back(std::make_unique<client_pool>(ex, i.host, i.port, max_connections_each));
+  for (const auto& i : instances)
+    pools_.push_back(std::make_unique<client_pool>(ex, i.host, i.port, max_connections_each));
 }
 
 boost::asio::awaitable<client_response> failover_pool::async_request(request req, std::chrono::milliseconds timeout) {

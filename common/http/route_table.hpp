@@ -28,8 +28,8 @@ struct route_row {
 
 template <class Route>
 struct route_found {
-  const Route* route = nullptr;    // null: no row matches
-  std::vector<std::string> args;   // the pattern's {parameters}, in order
+  const Route* route = nullptr;   // null: no row matches
+  std::vector<std::string> args;  // the pattern's {parameters}, in order
 };
 
 // Route: any struct with `method` (a beast verb) and `path` (a pattern).

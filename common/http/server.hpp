@@ -29,8 +29,8 @@ using upgrade_handler = std::function<void(boost::beast::tcp_stream, request)>;
 
 struct server_options {
   std::string address = "127.0.0.1";
-  std::uint16_t port = 0;  // 0: pick a free port (see server::port())
-  std::size_t body_limit = 64 * 1024;  // larger bodies → 413 payload_too_large
+  std::uint16_t port = 0;                          // 0: pick a free port (see server::port())
+  std::size_t body_limit = 64 * 1024;              // larger bodies → 413 payload_too_large
   std::chrono::milliseconds header_timeout{5000};  // whole header must arrive in time
   std::chrono::milliseconds read_timeout{10000};   // whole body must arrive in time
   std::chrono::milliseconds idle_timeout{60000};   // keep-alive connection idle

@@ -45,7 +45,8 @@ std::optional<std::string> query_param(std::string_view query, std::string_view 
     auto amp = query.find('&');
     auto pair = query.substr(0, amp);
     auto eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? std::string{} : decoded(pair.substr(eq + 1), true);
+    if (pair.substr(0, eq) == name)
+      return eq == std::string_view::npos ? std::string{} : decoded(pair.substr(eq + 1), true);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
   }
   return std::nullopt;

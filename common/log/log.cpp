@@ -20,7 +20,7 @@ namespace {
 using json = nlohmann::json;
 
 std::atomic<level> min_level_{level::info};
-std::mutex mutex_;             // serialises lines and guards service_
+std::mutex mutex_;               // serialises lines and guards service_
 std::string service_ = "tally";  // until init() names the service
 
 constexpr std::array<std::string_view, 4> secret_markers = {"token", "password", "secret", "api_key"};
@@ -120,8 +120,8 @@ void write(level lvl, std::string_view msg, const nlohmann::json& fields) {
 
     const std::string ts = timestamp();
     const std::lock_guard lock(mutex_);
-    write_line("{\"ts\":\"" + ts + "\",\"level\":\"" + std::string(level_name(lvl)) + "\",\"service\":" +
-               dump(json(service_)) + body);
+    write_line("{\"ts\":\"" + ts + "\",\"level\":\"" + std::string(level_name(lvl)) +
+               "\",\"service\":" + dump(json(service_)) + body);
   } catch (...) {
     write_line("{\"level\":\"error\",\"msg\":\"log line could not be formatted\"}\n");
   }
@@ -137,9 +137,9 @@ level parse_level(std::string_view name) {
 
 void fatal(std::string_view service, std::string_view what) {
   try {
-    const std::string line = "{\"ts\":\"" + timestamp() + "\",\"level\":\"error\",\"service\":" +
-                             dump(json(std::string(service))) + ",\"msg\":\"fatal\",\"error\":" +
-                             dump(json(std::string(what))) + "}\n";
+    const std::string line = "{\"ts\":\"" + timestamp() +
+                             "\",\"level\":\"error\",\"service\":" + dump(json(std::string(service))) +
+                             ",\"msg\":\"fatal\",\"error\":" + dump(json(std::string(what))) + "}\n";
     const std::lock_guard lock(mutex_);
     write_line(line);
   } catch (...) {

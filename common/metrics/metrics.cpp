@@ -40,7 +40,8 @@ prometheus::Labels parse_labels(std::string_view text) {
 void check_bounds(const std::vector<double>& bounds) {
   for (std::size_t i = 0; i < bounds.size(); ++i) {
     if (!std::isfinite(bounds[i])) throw std::invalid_argument("histogram bounds must be finite");
-    if (i > 0 && !(bounds[i - 1] < bounds[i])) throw std::invalid_argument("histogram bounds must be strictly increasing");
+    if (i > 0 && !(bounds[i - 1] < bounds[i]))
+      throw std::invalid_argument("histogram bounds must be strictly increasing");
   }
 }
 
@@ -139,8 +140,8 @@ std::string registry::render() const { return prometheus::TextSerializer().Seria
 // Fine enough around the targets' bounds (20, 100, 150 ms) that a p99 read
 // from the buckets says on which side of them it lies.
 std::vector<double> latency_bounds() {
-  return {0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.035, 0.05, 0.075,
-          0.1,    0.15,  0.2,    0.25,  0.5,    1,    2.5,   5,    10};
+  return {0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.035, 0.05,
+          0.075,  0.1,   0.15,   0.2,   0.25,   0.5,  1,     2.5,  5,     10};
 }
 
 }  // namespace tally::metrics

@@ -48,7 +48,8 @@ std::vector<migration> load(const std::filesystem::path& dir) {
     if (!entry.is_regular_file()) continue;
     std::string file = entry.path().filename().string();
     std::smatch m;
-    if (!std::regex_match(file, m, pattern)) throw std::runtime_error("badly named migration: " + entry.path().string());
+    if (!std::regex_match(file, m, pattern))
+      throw std::runtime_error("badly named migration: " + entry.path().string());
     std::ifstream in(entry.path(), std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
@@ -65,7 +66,8 @@ std::vector<migration> load(const std::filesystem::path& dir) {
 
 outcome apply(const std::string& conninfo, const std::vector<migration>& migrations) {
   conn_ptr c(PQconnectdb(conninfo.c_str()), &PQfinish);
-  if (PQstatus(c.get()) != CONNECTION_OK) throw std::runtime_error(std::string("migration: ") + PQerrorMessage(c.get()));
+  if (PQstatus(c.get()) != CONNECTION_OK)
+    throw std::runtime_error(std::string("migration: ") + PQerrorMessage(c.get()));
   exec(c.get(), "SET client_min_messages = warning");
   exec(c.get(), "BEGIN");
   // Taken before the table exists: concurrent CREATE TABLE IF NOT EXISTS can

@@ -23,7 +23,7 @@ struct migration {
 std::vector<migration> load(const std::filesystem::path& dir);
 
 struct outcome {
-  int applied = 0;         // migrations applied by this call
+  int applied = 0;  // migrations applied by this call
   int current_version = 0;
 };
 

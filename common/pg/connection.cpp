@@ -80,8 +80,10 @@ std::string array_literal(std::span<const param> items) {
   std::string out = "{";
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i) out += ',';
-    if (items[i]) append_quoted(out, *items[i]);
-    else out += "NULL";
+    if (items[i])
+      append_quoted(out, *items[i]);
+    else
+      out += "NULL";
   }
   return out += '}';
 }
@@ -186,7 +188,8 @@ awaitable<error> connection::async_flush() {
     int r = PQflush(conn_);
     if (r == 0) co_return error{};
     if (r < 0) co_return fail(errc::connection_lost, PQerrorMessage(conn_));
-    if (auto ec = co_await async_wait(wait_for::either)) co_return fail(static_cast<errc>(ec.value()), "flush: " + ec.message());
+    if (auto ec = co_await async_wait(wait_for::either))
+      co_return fail(static_cast<errc>(ec.value()), "flush: " + ec.message());
     if (PQconsumeInput(conn_) == 0) co_return fail(errc::connection_lost, PQerrorMessage(conn_));
   }
 }
@@ -197,7 +200,8 @@ awaitable<error> connection::async_read_results(std::size_t expected, std::vecto
   bool got_result = false;
   for (;;) {
     while (PQisBusy(conn_)) {
-      if (auto ec = co_await async_wait(wait_for::read)) co_return fail(static_cast<errc>(ec.value()), "read: " + ec.message());
+      if (auto ec = co_await async_wait(wait_for::read))
+        co_return fail(static_cast<errc>(ec.value()), "read: " + ec.message());
       if (PQconsumeInput(conn_) == 0) co_return fail(errc::connection_lost, PQerrorMessage(conn_));
     }
     PGresult* raw = PQgetResult(conn_);
@@ -242,8 +246,8 @@ awaitable<error> connection::async_pipeline(std::span<const statement> statement
     }
     values.clear();
     for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
-    if (PQsendQueryPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                            nullptr, 0) != 1)
+    if (PQsendQueryPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
+                            0) != 1)
       co_return fail(errc::connection_lost, PQerrorMessage(conn_));
   }
   if (PQpipelineSync(conn_) != 1) co_return fail(errc::connection_lost, PQerrorMessage(conn_));

@@ -56,7 +56,8 @@ client::~client() = default;
 
 asio::awaitable<reply> client::async_exec(command c) { co_return co_await impl_->queue->async_submit(std::move(c)); }
 
-asio::awaitable<reply> client::async_eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args) {
+asio::awaitable<reply> client::async_eval(const script& s, std::vector<std::string> keys,
+                                          std::vector<std::string> args) {
   command c;
   c.reserve(3 + keys.size() + args.size());
   c.push_back("EVALSHA");

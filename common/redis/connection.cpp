@@ -43,8 +43,7 @@ value convert(const redisReply& r) {
       v.elements.reserve(r.elements);
       for (std::size_t i = 0; i < r.elements; ++i) v.elements.push_back(convert(*r.element[i]));
       break;
-    default:
-      break;  // nil
+    default: break;  // nil
   }
   return v;
 }

@@ -51,13 +51,12 @@ std::int64_t days_from_civil(std::int64_t y, int m, int d) {
 }  // namespace
 
 std::optional<std::int64_t> parse_rfc3339_ms(std::string_view s) {
-  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' ||
-      s[16] != ':')
+  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' || s[16] != ':')
     return std::nullopt;
   const int year = digits(s, 0, 4), month = digits(s, 5, 2), day = digits(s, 8, 2), hour = digits(s, 11, 2),
             minute = digits(s, 14, 2), second = digits(s, 17, 2);
-  if (year < 0 || month < 1 || month > 12 || day < 1 || day > days_in_month(year, month) || hour < 0 ||
-      hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59)
+  if (year < 0 || month < 1 || month > 12 || day < 1 || day > days_in_month(year, month) || hour < 0 || hour > 23 ||
+      minute < 0 || minute > 59 || second < 0 || second > 59)
     return std::nullopt;
   std::size_t pos = 19;
   int ms = 0;

@@ -59,7 +59,8 @@ std::variant<accepted_write, refusal> check_write(write_kind kind, std::string_v
   auto parsed = orch::parse_saga_request(saga_of(kind), tenant, j);
   if (auto* bad = std::get_if<orch::invalid_request>(&parsed)) return refusal{bad->message};
   // A refund's original is named by a saga id, which has a shape of its own.
-  if (kind == write_kind::refund && !orch::is_saga_id(j.value("original_saga_id", ""))) return refusal{"bad original_saga_id"};
+  if (kind == write_kind::refund && !orch::is_saga_id(j.value("original_saga_id", "")))
+    return refusal{"bad original_saga_id"};
   add_account(j, "account_id", out.accounts);
   add_account(j, "from_account", out.accounts);
   add_account(j, "to_account", out.accounts);

@@ -15,7 +15,8 @@ std::string_view to_string(role r) { return r == role::app ? "app" : "operator";
 namespace {
 
 bool is_hex64(std::string_view s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace
@@ -36,8 +37,9 @@ std::variant<api_keys, std::string> api_keys::parse(std::string_view spec) {
     if (!is_hex64(hash)) return "api key hash must be 64 lowercase hex digits (SHA-256 of the key)";
     for (const auto& e : out.entries_)
       if (e.hash == hash) return "the same api key hash is configured twice";
-    out.entries_.push_back({std::string(hash), {std::string(tenant), name == "app" ? role::app : role::op,
-                                                std::string(hash.substr(0, 12))}});
+    out.entries_.push_back(
+        {std::string(hash),
+         {std::string(tenant), name == "app" ? role::app : role::op, std::string(hash.substr(0, 12))}});
   }
   if (out.entries_.empty()) return std::string("no api keys configured");
   return out;
@@ -79,9 +81,12 @@ std::optional<std::string> from_base64url(std::string_view text) {
   if (text.empty() || text.size() % 4 == 1) return std::nullopt;
   std::string b64(text);
   for (auto& ch : b64) {
-    if (ch == '-') ch = '+';
-    else if (ch == '_') ch = '/';
-    else if (ch == '+' || ch == '/' || ch == '=') return std::nullopt;
+    if (ch == '-')
+      ch = '+';
+    else if (ch == '_')
+      ch = '/';
+    else if (ch == '+' || ch == '/' || ch == '=')
+      return std::nullopt;
   }
   const std::size_t padding = (4 - b64.size() % 4) % 4;
   b64.append(padding, '=');

@@ -68,9 +68,9 @@ asio::awaitable<admission> rate_limiter::async_admit(const principal& who, std::
     refused_index = static_cast<std::size_t>(std::max<std::int64_t>(1, r.v.elements[2].integer) - 1);
   } else {
     fallback_.inc();
-    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now().time_since_epoch())
-                         .count();
+    const auto now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
     auto local = local_.take_all(buckets, now);
     out.allowed = local.result.allowed;
     out.retry_after_s = retry_after_seconds(local.result.retry_after_ms);

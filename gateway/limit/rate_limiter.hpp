@@ -24,7 +24,7 @@ struct rate_limits {
 struct admission {
   bool allowed = true;
   std::int64_t retry_after_s = 0;
-  std::string scope;  // what refused: "api_key" or "account"
+  std::string scope;   // what refused: "api_key" or "account"
   bool local = false;  // decided by the in-process fallback
 };
 

@@ -108,8 +108,8 @@ asio::awaitable<response> router::reconciliation_reports(request& req, const cal
   const auto limit = c.params.limit.value_or(10);
   if (limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
   const auto shard = std::get<std::size_t>(n);
-  auto body = co_await fetch(*ctx_.shards[shard],
-                             "/v1/reconciliation/runs?tenant=" + c.who->tenant + "&limit=" + std::to_string(limit), true);
+  auto body = co_await fetch(
+      *ctx_.shards[shard], "/v1/reconciliation/runs?tenant=" + c.who->tenant + "&limit=" + std::to_string(limit), true);
   auto page = body ? json::parse(*body, nullptr, false) : json();
   if (!page.is_object() || !page["reports"].is_array())
     co_return error(req, 503, "unavailable", shard_name(shard) + " is unavailable; retry");
@@ -136,7 +136,9 @@ asio::awaitable<response> router::shards(request& req, const call&) {
 // operator watches (totals since each process started).
 asio::awaitable<response> router::health(request& req, const call&) {
   auto services = json::array({{{"name", "gateway"}, {"ready", ctx_.ready()}}});
-  auto ready = [&](std::string name, bool is_ready) { services.push_back({{"name", std::move(name)}, {"ready", is_ready}}); };
+  auto ready = [&](std::string name, bool is_ready) {
+    services.push_back({{"name", std::move(name)}, {"ready", is_ready}});
+  };
   ready("orchestrator", (co_await fetch(ctx_.orchestrator, "/readyz", false)).has_value());
   const auto orchestrator = co_await fetch(ctx_.orchestrator, "/metrics", false);
   for (std::size_t i = 0; i < ctx_.shards.size(); ++i)
@@ -160,10 +162,11 @@ asio::awaitable<response> router::health(request& req, const call&) {
   figure("rate_limited", metrics::sample_sum(own, "tally_gateway_rate_limited_total"));
   if (auto lag = relay ? metrics::sample_max(*relay, "tally_relay_lag_seconds") : std::nullopt)
     figures["relay_lag_seconds"] = *lag;
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
+  const auto now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
   co_return http::json_response(
-      req, 200, {{"at", time::rfc3339_ms(now.count())}, {"services", std::move(services)}, {"metrics", std::move(figures)}});
+      req, 200,
+      {{"at", time::rfc3339_ms(now.count())}, {"services", std::move(services)}, {"metrics", std::move(figures)}});
 }
 
 }  // namespace tally::gateway

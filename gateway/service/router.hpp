@@ -64,7 +64,7 @@ class router {
   awaitable_response probe(http::request& req, const call& c);  // /healthz, /readyz, /metrics
   awaitable_response open_account(const http::request& req, const principal& who, const std::string& account_id);
   awaitable_response account_page(const http::request& req, const principal& who, const std::string& account_id,
-                                   std::string_view what, std::string query);
+                                  std::string_view what, std::string query);
   http::response static_file(const http::request& req, std::string_view name);
 
   // operator_routes.cpp: /v1/admin/

@@ -55,7 +55,9 @@ std::string page_query(const read_params& params) {
 response error(const request& req, unsigned status, std::string_view code, std::string_view message) {
   return http::make_error_response(req, status, code, message);
 }
-response bad_request(const request& req, std::string_view message) { return error(req, 400, "invalid_request", message); }
+response bad_request(const request& req, std::string_view message) {
+  return error(req, 400, "invalid_request", message);
+}
 response not_found(const request& req, std::string_view what) { return error(req, 404, "not_found", what); }
 // Whatever its format: what is no saga id names no saga.
 response no_such_saga(const request& req) { return not_found(req, "no such saga"); }
@@ -138,8 +140,10 @@ router::router(route_context& ctx)
       probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }},
       files_(ctx.console_dir),
       requests_(ctx.metrics.add_counter("tally_gateway_requests_total", "Requests answered")),
-      projection_reads_(ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="projection")")),
-      authority_reads_(ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="authority")")),
+      projection_reads_(
+          ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="projection")")),
+      authority_reads_(
+          ctx.metrics.add_counter("tally_gateway_reads_total", "Reads by source", R"(source="authority")")),
       upstream_failures_(ctx.metrics.add_counter("tally_gateway_upstream_failures_total",
                                                  "Requests the orchestrator or a shard did not answer")),
       request_seconds_(ctx.metrics.add_histogram("tally_gateway_request_seconds",
@@ -236,7 +240,8 @@ asio::awaitable<response> router::confirm_or_cancel(request& req, const call& c)
   co_return co_await to_orchestrator(req, tenant_path(*c.who, c.target.path, 1), c.target.query, c.params);
 }
 
-asio::awaitable<response> router::open_account(const request& req, const principal& who, const std::string& account_id) {
+asio::awaitable<response> router::open_account(const request& req, const principal& who,
+                                               const std::string& account_id) {
   auto& shard = shard_of(who, account_id);
   const json command{{"type", "open_account"}, {"tenant", who.tenant}, {"account_id", account_id}};
   request open(bhttp::verb::post, "/v1/commands", 11);
@@ -246,15 +251,18 @@ asio::awaitable<response> router::open_account(const request& req, const princip
   auto opened = co_await forward(open, shard, "the account's shard", "/v1/commands", "", none);
   // A shard's 503 may say outcome_unknown: to the app every 503 is "unavailable, retry".
   if (opened.result_int() == 503)
-    co_return error(req, 503, "unavailable", "the account's shard is unavailable; retry (with the same biz_id for a write)");
+    co_return error(req, 503, "unavailable",
+                    "the account's shard is unavailable; retry (with the same biz_id for a write)");
   if (opened.result_int() != 200) co_return opened;
   auto reply = json::parse(opened.body(), nullptr, false);
   if (!reply.is_object() || reply.value("status", "") != "succeeded")
-    co_return error(req, 503, "unavailable", "the account's shard is unavailable; retry (with the same biz_id for a write)");
+    co_return error(req, 503, "unavailable",
+                    "the account's shard is unavailable; retry (with the same biz_id for a write)");
   const bool existed = reply.value("replayed", false);
   request get(bhttp::verb::get, "", 11);
   get.set(request_id_header, req[request_id_header]);
-  auto r = co_await forward(get, shard, "the account's shard", "/v1/accounts/" + who.tenant + "/" + account_id, "", none);
+  auto r =
+      co_await forward(get, shard, "the account's shard", "/v1/accounts/" + who.tenant + "/" + account_id, "", none);
   if (r.result_int() != 200) co_return r;
   co_return document(req, existed ? 200 : 201, without_tenant(r.body()), "authority");
 }
@@ -277,8 +285,8 @@ asio::awaitable<response> router::account(request& req, const call& c) {
   }
   authority_reads_.inc();
   const read_params none;
-  auto r = co_await forward(req, shard_of(*c.who, id), "the account's shard", "/v1/accounts/" + c.who->tenant + "/" + id,
-                            "", none);
+  auto r = co_await forward(req, shard_of(*c.who, id), "the account's shard",
+                            "/v1/accounts/" + c.who->tenant + "/" + id, "", none);
   if (r.result_int() == 404) co_return not_found(req, "no such account");
   if (r.result_int() == 200) co_return document(req, 200, without_tenant(r.body()), "authority");
   co_return r;
@@ -296,7 +304,8 @@ asio::awaitable<response> router::lots(request& req, const call& c) {
   if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
   const auto state = http::query_param(c.target.query, "state").value_or("open");
   if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
-  co_return co_await account_page(req, *c.who, c.args[0], "lots", "state=" + std::string(state) + "&" + page_query(c.params));
+  co_return co_await account_page(req, *c.who, c.args[0], "lots",
+                                  "state=" + std::string(state) + "&" + page_query(c.params));
 }
 
 // A page of an account's rows, read from its shard.
@@ -368,8 +377,8 @@ asio::awaitable<response> router::forward(const request& req, Upstream& to, std:
   auto r = co_await to.async_request(std::move(out), timeout);
   if (r.error) {
     upstream_failures_.inc();
-    log::warn("upstream did not answer", {{"upstream", who_name}, {"error", r.error.message()},
-                                          {"request_id", req[request_id_header]}});
+    log::warn("upstream did not answer",
+              {{"upstream", who_name}, {"error", r.error.message()}, {"request_id", req[request_id_header]}});
     co_return error(req, 503, "unavailable",
                     std::string(who_name) + " is unavailable; retry (with the same biz_id for a write)");
   }
@@ -387,8 +396,8 @@ asio::awaitable<response> router::forward(const request& req, Upstream& to, std:
 }
 template asio::awaitable<response> router::forward(const request&, http::client_pool&, std::string_view, std::string,
                                                    std::string, const read_params&);
-template asio::awaitable<response> router::forward(const request&, http::failover_pool&, std::string_view,
-                                                   std::string, std::string, const read_params&);
+template asio::awaitable<response> router::forward(const request&, http::failover_pool&, std::string_view, std::string,
+                                                   std::string, const read_params&);
 
 asio::awaitable<response> router::to_orchestrator(const request& req, std::string path, std::string_view query,
                                                   const read_params& params) {
@@ -412,14 +421,15 @@ namespace {
 
 class internal_router {
  public:
-  explicit internal_router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+  explicit internal_router(route_context& ctx)
+      : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
   asio::awaitable<response> operator()(request req) {
     const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
     if (auto probe = http::probe_response(req, t, probes_)) co_return std::move(*probe);
     req.set(request_id_header, http::request_id_of(req));
     auto res = http::match_path("/internal/events", t.path) && req.method() == bhttp::verb::post ? publish(req)
-                                                                                                  : not_found(req);
+                                                                                                 : not_found(req);
     res.set(request_id_header, req[request_id_header]);
     co_return res;
   }
@@ -440,8 +450,9 @@ class internal_router {
           !tenant->is_string() || !id->is_string() || !version->is_number_integer())
         continue;
       const bool is_saga = *kind == "saga";
-      const auto topic = is_saga ? saga_topic(tenant->get_ref<const std::string&>(), id->get_ref<const std::string&>())
-                                 : account_topic(tenant->get_ref<const std::string&>(), id->get_ref<const std::string&>());
+      const auto topic = is_saga
+                             ? saga_topic(tenant->get_ref<const std::string&>(), id->get_ref<const std::string&>())
+                             : account_topic(tenant->get_ref<const std::string&>(), id->get_ref<const std::string&>());
       if (!ctx_.events.has(topic)) continue;
       ctx_.events.publish(topic, version->get<std::int64_t>(),
                           std::make_shared<const std::string>(state_frame(is_saga, doc->dump())));

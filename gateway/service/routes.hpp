@@ -38,7 +38,7 @@ struct route_context {
   rate_limiter& limiter;
   redis::client& redis;
   hub& events;
-  http::failover_pool& orchestrator;  // one or more instances
+  http::failover_pool& orchestrator;                        // one or more instances
   std::vector<std::unique_ptr<http::client_pool>>& shards;  // in routing order
   const sharding::routing_table& routes;
   std::string upstream_token;  // presented to the orchestrator and the shards

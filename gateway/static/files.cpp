@@ -26,10 +26,14 @@ std::string_view content_type_of(std::string_view name) {
     std::string_view extension, type;
   };
   static constexpr by_extension types[] = {
-      {".html", "text/html; charset=utf-8"},      {".js", "text/javascript; charset=utf-8"},
-      {".css", "text/css; charset=utf-8"},        {".svg", "image/svg+xml"},
-      {".png", "image/png"},                      {".json", "application/json"},
-      {".yaml", "application/yaml; charset=utf-8"}, {".ico", "image/x-icon"},
+      {".html", "text/html; charset=utf-8"},
+      {".js", "text/javascript; charset=utf-8"},
+      {".css", "text/css; charset=utf-8"},
+      {".svg", "image/svg+xml"},
+      {".png", "image/png"},
+      {".json", "application/json"},
+      {".yaml", "application/yaml; charset=utf-8"},
+      {".ico", "image/x-icon"},
   };
   for (const auto& t : types)
     if (name.ends_with(t.extension)) return t.type;

@@ -13,7 +13,8 @@ namespace tally::gateway {
 class subscriber {
  public:
   virtual ~subscriber() = default;
-  virtual void deliver(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame) = 0;
+  virtual void deliver(const std::string& topic, std::int64_t version,
+                       const std::shared_ptr<const std::string>& frame) = 0;
 };
 
 class hub {

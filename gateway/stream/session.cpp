@@ -94,7 +94,8 @@ class stream_session : public subscriber, public std::enable_shared_from_this<st
     self->close();
   }
 
-  void deliver(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame) override {
+  void deliver(const std::string& topic, std::int64_t version,
+               const std::shared_ptr<const std::string>& frame) override {
     if (closed_ || !filter_.admit(topic, version)) return;
     enqueue(frame);
   }
@@ -173,9 +174,11 @@ class stream_session : public subscriber, public std::enable_shared_from_this<st
     // The current state first, so nothing between reading and subscribing is missed.
     for (const auto& [topic, key] : added) {
       auto r = co_await svc_.redis_.async_exec(redis::make_command("HMGET", key, "v", "doc"));
-      if (closed_ || !r.ok() || r.v.elements.size() != 2 || r.v.elements[1].type != redis::value::kind::string) continue;
+      if (closed_ || !r.ok() || r.v.elements.size() != 2 || r.v.elements[1].type != redis::value::kind::string)
+        continue;
       const auto version = std::stoll(r.v.elements[0].text);
-      deliver(topic, version, std::make_shared<const std::string>(state_frame(topic.starts_with("saga:"), r.v.elements[1].text)));
+      deliver(topic, version,
+              std::make_shared<const std::string>(state_frame(topic.starts_with("saga:"), r.v.elements[1].text)));
     }
   }
 
@@ -244,7 +247,8 @@ void stream_service::accept(beast::tcp_stream stream, http::request req) {
   if (t.path != std::vector<std::string>{"v1", "stream"})
     return refuse(std::move(stream), http::make_error_response(req, 404, "not_found", "no such route"));
   auto who = keys_.authenticate(presented_key(req, t));
-  if (!who) return refuse(std::move(stream), http::make_error_response(req, 401, "unauthorized", "missing or unknown API key"));
+  if (!who)
+    return refuse(std::move(stream), http::make_error_response(req, 401, "unauthorized", "missing or unknown API key"));
   std::erase_if(live_, [](const auto& w) { return w.expired(); });
   auto session = std::make_shared<stream_session>(*this, std::move(stream), std::move(*who));
   live_.push_back(session);

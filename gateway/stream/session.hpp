@@ -34,7 +34,8 @@ class stream_session;
 // can close them.
 class stream_service {
  public:
-  stream_service(hub& h, const api_keys& keys, redis::client& redis, metrics::registry& metrics, stream_options options);
+  stream_service(hub& h, const api_keys& keys, redis::client& redis, metrics::registry& metrics,
+                 stream_options options);
   ~stream_service();
   // Takes over an upgrade request: a session when it asks for /v1/stream
   // with a valid key, else the API's 404 or 401 and the connection closed.

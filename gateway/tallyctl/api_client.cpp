@@ -34,8 +34,8 @@ std::optional<endpoint> parse_url(std::string_view url) {
 api_reply api_client::call(const std::string& method, const std::string& target, std::string body) const {
   asio::io_context io;
   http::client c(io.get_executor(), at_.host, at_.port);
-  auto done = asio::co_spawn(io, c.async_json(beast::http::string_to_verb(method), target, std::move(body), timeout_, key_),
-                             asio::use_future);
+  auto done = asio::co_spawn(
+      io, c.async_json(beast::http::string_to_verb(method), target, std::move(body), timeout_, key_), asio::use_future);
   io.run();
   auto r = done.get();
   api_reply out;
@@ -50,7 +50,9 @@ api_reply api_client::call(const std::string& method, const std::string& target,
 }
 
 api_reply api_client::get(const std::string& target) const { return call("GET", target, ""); }
-api_reply api_client::post(const std::string& target, const json& body) const { return call("POST", target, body.dump()); }
+api_reply api_client::post(const std::string& target, const json& body) const {
+  return call("POST", target, body.dump());
+}
 
 bool api_client::watch_saga(const std::string& saga_id, const std::function<bool(const json&)>& each,
                             std::string& why) const {

@@ -20,9 +20,9 @@ struct endpoint {
 std::optional<endpoint> parse_url(std::string_view url);
 
 struct api_reply {
-  int status = 0;            // 0: the gateway could not be reached
-  nlohmann::json body;       // the answer's JSON (the error shape when status >= 400)
-  std::string transport;     // why it could not be reached
+  int status = 0;         // 0: the gateway could not be reached
+  nlohmann::json body;    // the answer's JSON (the error shape when status >= 400)
+  std::string transport;  // why it could not be reached
 };
 
 class api_client {

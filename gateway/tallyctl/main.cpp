@@ -86,15 +86,18 @@ class command_line {
       last_state = saga.value("state", "");
       return !terminal(saga);
     };
-    const bool ok = api.watch_saga(id, [&](const json& frame) {
-      if (frame.is_object() && frame.value("type", "") == "saga" && !seen(frame["saga"])) return false;
-      if (std::chrono::steady_clock::now() - last_read < std::chrono::seconds(5)) return true;
-      last_read = std::chrono::steady_clock::now();
-      auto now = api.get(target({"v1", "sagas", id}, {{"consistency", "strong"}}));
-      if (now.status == 200) return seen(now.body);
-      failed = show(now, ctl::saga_line);
-      return false;
-    }, why);
+    const bool ok = api.watch_saga(
+        id,
+        [&](const json& frame) {
+          if (frame.is_object() && frame.value("type", "") == "saga" && !seen(frame["saga"])) return false;
+          if (std::chrono::steady_clock::now() - last_read < std::chrono::seconds(5)) return true;
+          last_read = std::chrono::steady_clock::now();
+          auto now = api.get(target({"v1", "sagas", id}, {{"consistency", "strong"}}));
+          if (now.status == 200) return seen(now.body);
+          failed = show(now, ctl::saga_line);
+          return false;
+        },
+        why);
     if (failed) return failed;
     if (!ok || !terminal(json{{"state", last_state}})) {
       std::cerr << "tallyctl: " << why << "\n";
@@ -140,8 +143,9 @@ int main(int argc, char** argv) {
     bool overdue = false;
   } list;
   auto* list_cmd = sagas->add_subcommand("list", "Sagas, oldest first, a page at a time");
-  list_cmd->add_option("--state", list.state, "pending, running, awaiting_confirmation, compensating, completed, "
-                                              "failed, compensated or needs_attention");
+  list_cmd->add_option("--state", list.state,
+                       "pending, running, awaiting_confirmation, compensating, completed, "
+                       "failed, compensated or needs_attention");
   list_cmd->add_option("--type", list.type, "credit, deduct, refund, transfer or batch_deduct");
   list_cmd->add_option("--biz-id", list.biz_id, "The business key");
   list_cmd->add_option("--older-than-ms", list.older_than_ms, "Created at least this long ago");
@@ -151,12 +155,12 @@ int main(int argc, char** argv) {
   list_cmd->callback([&] {
     run = [&] {
       return cl.show(api().get(target({"v1", "admin", "sagas"}, {{"state", list.state},
-                                                                   {"type", list.type},
-                                                                   {"biz_id", list.biz_id},
-                                                                   {"older_than_ms", text(list.older_than_ms)},
-                                                                   {"overdue", list.overdue ? "true" : ""},
-                                                                   {"limit", text(list.limit)},
-                                                                   {"cursor", list.cursor}})),
+                                                                 {"type", list.type},
+                                                                 {"biz_id", list.biz_id},
+                                                                 {"older_than_ms", text(list.older_than_ms)},
+                                                                 {"overdue", list.overdue ? "true" : ""},
+                                                                 {"limit", text(list.limit)},
+                                                                 {"cursor", list.cursor}})),
                      ctl::sagas_list);
     };
   });
@@ -186,7 +190,8 @@ int main(int argc, char** argv) {
   watch_cmd->callback([&] { run = [&] { return cl.watch(saga_id); }; });
 
   // ---- accounts ----
-  auto* accounts = app.add_subcommand("accounts", "Read an account, its ledger entries and its lots")->require_subcommand(1);
+  auto* accounts =
+      app.add_subcommand("accounts", "Read an account, its ledger entries and its lots")->require_subcommand(1);
   std::string account_id, lot_state = "open";
   bool strong = false;
   std::optional<std::int64_t> page_limit, page_after;
@@ -212,14 +217,17 @@ int main(int argc, char** argv) {
   });
   auto* acc_lots = accounts->add_subcommand("lots", "The account's grant lots, in the order they are consumed");
   acc_lots->add_option("id", account_id, "The account id")->required();
-  acc_lots->add_option("--state", lot_state, "open, or all")->check(CLI::IsMember({"open", "all"}))->capture_default_str();
+  acc_lots->add_option("--state", lot_state, "open, or all")
+      ->check(CLI::IsMember({"open", "all"}))
+      ->capture_default_str();
   acc_lots->add_option("--limit", page_limit, "Lots per page (1-500)")->check(CLI::Range(1, 500));
   acc_lots->add_option("--after", page_after, "The next page's cursor, from the previous page");
   acc_lots->callback([&] {
     run = [&] {
-      return cl.show(api().get(target({"v1", "accounts", account_id, "lots"},
-                                      {{"state", lot_state}, {"limit", text(page_limit)}, {"after", text(page_after)}})),
-                     ctl::lots);
+      return cl.show(
+          api().get(target({"v1", "accounts", account_id, "lots"},
+                           {{"state", lot_state}, {"limit", text(page_limit)}, {"after", text(page_after)}})),
+          ctl::lots);
     };
   });
 
@@ -229,9 +237,12 @@ int main(int argc, char** argv) {
     std::int64_t amount = 0;
     std::optional<std::int64_t> hold_timeout_ms, timeout_ms, refund_amount;
   } w;
-  auto amount = [&](CLI::App* c) { return c->add_option("--amount", w.amount, "In the account's smallest unit")->required(); };
+  auto amount = [&](CLI::App* c) {
+    return c->add_option("--amount", w.amount, "In the account's smallest unit")->required();
+  };
   auto biz = [&](CLI::App* c) {
-    return c->add_option("--biz-id", w.biz_id, "The idempotency key: the same one again is a replay, never a second effect")
+    return c
+        ->add_option("--biz-id", w.biz_id, "The idempotency key: the same one again is a replay, never a second effect")
         ->required();
   };
   auto* credit = app.add_subcommand("credit", "Credit an account (optionally expiring)");
@@ -290,8 +301,8 @@ int main(int argc, char** argv) {
   });
 
   // ---- reconcile ----
-  auto* reconcile = app.add_subcommand("reconcile", "Run a shard's reconciliation, or read its last reports")
-                        ->require_subcommand(1);
+  auto* reconcile =
+      app.add_subcommand("reconcile", "Run a shard's reconciliation, or read its last reports")->require_subcommand(1);
   std::int64_t shard = 0;
   std::optional<std::int64_t> reports_limit;
   auto* rec_run = reconcile->add_subcommand("run", "Reconcile a shard now (accounts with a difference are frozen)");

@@ -86,8 +86,8 @@ std::string saga_timeline(const json& saga) {
                      field(s, "finished_at"), error_of(s.value("error", json()))});
   out += "\n" + table(steps);
   if (!saga.contains("history")) return out;
-  std::vector<std::vector<std::string>> attempts{{"SENT", "STEP", "ITEM", "KIND", "ATTEMPT", "SHARD", "OUTCOME", "CODE",
-                                                  "ANSWERED"}};
+  std::vector<std::vector<std::string>> attempts{
+      {"SENT", "STEP", "ITEM", "KIND", "ATTEMPT", "SHARD", "OUTCOME", "CODE", "ANSWERED"}};
   for (const auto& a : saga["history"])
     attempts.push_back({field(a, "sent_at"), field(a, "step"), field(a, "item"),
                         a.value("compensation", false) ? "undo" : "forward", field(a, "attempt"), field(a, "shard"),
@@ -120,10 +120,12 @@ std::string lots(const json& page) {
 }
 
 std::string reconciliation_reports(const json& page) {
-  std::vector<std::vector<std::string>> rows{{"REPORT", "SHARD", "RAN_AT", "WATERMARK", "DIFFERENCES", "CLASSES", "FROZEN"}};
+  std::vector<std::vector<std::string>> rows{
+      {"REPORT", "SHARD", "RAN_AT", "WATERMARK", "DIFFERENCES", "CLASSES", "FROZEN"}};
   for (const auto& r : page.value("reports", json::array()))
     rows.push_back({field(r, "report_id"), field(r, "shard"), field(r, "ran_at"), field(r, "watermark"),
-                    field(r, "differences"), cell(r.value("classes", json::object())), cell(r.value("frozen", json()))});
+                    field(r, "differences"), cell(r.value("classes", json::object())),
+                    cell(r.value("frozen", json()))});
   return table(rows);
 }
 

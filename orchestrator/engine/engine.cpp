@@ -66,8 +66,8 @@ std::string_view to_string(call_status s) {
 }
 
 std::optional<call_status> call_status_from(std::string_view s) {
-  constexpr call_status all[] = {call_status::idle,     call_status::in_flight,   call_status::waiting,
-                                 call_status::succeeded, call_status::rejected,   call_status::not_applied,
+  constexpr call_status all[] = {call_status::idle,      call_status::in_flight, call_status::waiting,
+                                 call_status::succeeded, call_status::rejected,  call_status::not_applied,
                                  call_status::applied};
   return from_names(s, all);
 }
@@ -236,9 +236,8 @@ void engine::run_forward(saga& s, instant now, decision& d, bool& again) const {
       }
     }
   }
-  const bool all_succeeded = std::all_of(calls.begin(), calls.end(), [](const call_state& c) {
-    return c.forward.status == call_status::succeeded;
-  });
+  const bool all_succeeded = std::all_of(
+      calls.begin(), calls.end(), [](const call_state& c) { return c.forward.status == call_status::succeeded; });
   if (all_succeeded) {
     if (st.await_confirmation && !s.confirmed) {
       s.stage = phase::awaiting;
@@ -341,7 +340,9 @@ void engine::update_attention(saga& s) const {
   for (std::size_t i = 0; i < calls.size() && s.attention.empty(); ++i) {
     const auto& c = undoing ? calls[i].undo : calls[i].forward;
     // Built only for the call that needs an operator: a batch step has up to 1000.
-    auto where = [&] { return (undoing ? "undo of step " : "step ") + st.name + " on account " + account_of(s, st, i); };
+    auto where = [&] {
+      return (undoing ? "undo of step " : "step ") + st.name + " on account " + account_of(s, st, i);
+    };
     if (c.status == call_status::waiting && c.code == conflict_code)
       s.attention = where() + ": the shard reports an idempotency conflict";
     else if (c.status == call_status::waiting && c.attempts >= st.retry.attempt_budget)
@@ -538,8 +539,9 @@ engine::request_result engine::confirm(saga& s, instant now, decision& d) const 
 engine::request_result engine::cancel(saga& s, instant now, decision& d) const {
   if (!awaits_confirmation(workflow_)) return request_result::invalid_state;
   if (s.stage == phase::done)
-    return s.state == saga_state::compensated && s.error && s.error->code == "cancelled" ? request_result::already
-                                                                                          : request_result::invalid_state;
+    return s.state == saga_state::compensated && s.error && s.error->code == "cancelled"
+               ? request_result::already
+               : request_result::invalid_state;
   if (s.stage == phase::compensating) return request_result::already;  // the hold is being released anyway
   if (s.confirmed || past_pivot(s)) return request_result::invalid_state;
   begin_compensation(s, {"cancelled", "cancelled by the app"}, saga_state::compensated);

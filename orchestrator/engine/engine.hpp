@@ -79,8 +79,8 @@ struct saga_input {
   std::string destination;  // transfer; refund of a transfer: the account giving back
   std::int64_t amount = 0;
   std::string memo;
-  std::optional<std::int64_t> expires_at;  // credit: its lot's expiry (unix ms)
-  std::string rule_version;                // credit: its lot's rule version; empty: the default
+  std::optional<std::int64_t> expires_at;                 // credit: its lot's expiry (unix ms)
+  std::string rule_version;                               // credit: its lot's rule version; empty: the default
   std::optional<std::chrono::milliseconds> hold_timeout;  // held deduction
   std::vector<saga_item> items;                           // batch_deduct
   // refund: the original saga, and the shard key its refund references
@@ -92,11 +92,11 @@ struct saga_input {
 
 // The progress of one call (one step on one account) or of its undo.
 enum class call_status {
-  idle,       // never sent
-  in_flight,  // sent, no answer yet; `due` is its timeout
-  waiting,    // answered "not now" or not at all; resent at `due`
-  succeeded,  // took effect (an undo: the effect is undone or fenced off)
-  rejected,   // a stored business rejection: never took effect
+  idle,         // never sent
+  in_flight,    // sent, no answer yet; `due` is its timeout
+  waiting,      // answered "not now" or not at all; resent at `due`
+  succeeded,    // took effect (an undo: the effect is undone or fenced off)
+  rejected,     // a stored business rejection: never took effect
   not_applied,  // the key was cancelled before it took effect
   applied,      // an undo's cancel_key found the effect applied
 };
@@ -147,14 +147,14 @@ struct saga {
   saga_input input;
   saga_state state = saga_state::pending;
   phase stage = phase::forward;
-  std::size_t cursor = 0;  // forward: the step being run; compensating: the step being undone
+  std::size_t cursor = 0;                      // forward: the step being run; compensating: the step being undone
   std::vector<std::vector<call_state>> calls;  // [step][item]
-  bool confirmed = false;  // held deduction: the app confirmed
+  bool confirmed = false;                      // held deduction: the app confirmed
   std::optional<saga_error> error;
   std::string attention;  // why needs_attention, else empty
   saga_state end_after_compensation = saga_state::failed;
   instant created{};
-  instant deadline{};            // forward progress before the pivot must finish by then
+  instant deadline{};                    // forward progress before the pivot must finish by then
   std::optional<instant> hold_deadline;  // held deduction: release when not confirmed by then
   std::optional<instant> wake;           // when the engine must look at this saga again
   bool operator==(const saga&) const = default;
@@ -180,7 +180,7 @@ struct outgoing_call {
   call_ref ref;
   participant_op op = participant_op::credit;
   std::string account;
-  std::string biz_id;      // credit/debit/refund: the key; hold/capture/release: the hold id
+  std::string biz_id;       // credit/debit/refund: the key; hold/capture/release: the hold id
   std::int64_t amount = 0;  // 0: not sent (capture takes the whole hold)
   std::string memo;
   std::string target_type;  // cancel_key: the cancelled command's type
@@ -196,14 +196,14 @@ struct outgoing_call {
 // How a participant answered (or did not).
 enum class answer_kind {
   succeeded,
-  rejected,        // stored business rejection; `code` says why
-  cancelled,       // the key is tombstoned
+  rejected,                   // stored business rejection; `code` says why
+  cancelled,                  // the key is tombstoned
   already_applied_succeeded,  // cancel_key: the effect applied
   already_applied_other,      // cancel_key: the key's stored outcome is a rejection or tombstone
-  retry,           // not decided, nothing stored; `code` says why
-  conflict,        // the key was used with other content (a bug: keys are derived)
-  transport,       // unavailable, timed out, connection lost: the outcome is unknown
-  not_delivered,   // the request never reached the participant (connection refused)
+  retry,                      // not decided, nothing stored; `code` says why
+  conflict,                   // the key was used with other content (a bug: keys are derived)
+  transport,                  // unavailable, timed out, connection lost: the outcome is unknown
+  not_delivered,              // the request never reached the participant (connection refused)
 };
 
 struct answer {

@@ -12,11 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-
 json call_json(const call_progress& c) {
-  return {{"s", to_string(c.status)}, {"n", c.attempts},        {"c", c.code},
-          {"d", unix_ms(c.due)},       {"t0", unix_ms(c.started)}, {"t1", unix_ms(c.finished)},
-          {"dv", c.delivered}};
+  return {{"s", to_string(c.status)}, {"n", c.attempts},           {"c", c.code},      {"d", unix_ms(c.due)},
+          {"t0", unix_ms(c.started)}, {"t1", unix_ms(c.finished)}, {"dv", c.delivered}};
 }
 
 call_progress call_from(const json& j) {
@@ -36,7 +34,8 @@ call_progress call_from(const json& j) {
 // A hold's lots: [[amount, expires_at_ms or null, rule_version], ...].
 json lots_json(const std::vector<lot_share>& lots) {
   auto j = json::array();
-  for (const auto& l : lots) j.push_back({l.amount, l.expires_at ? json(*l.expires_at) : json(nullptr), l.rule_version});
+  for (const auto& l : lots)
+    j.push_back({l.amount, l.expires_at ? json(*l.expires_at) : json(nullptr), l.rule_version});
   return j;
 }
 
@@ -58,9 +57,7 @@ std::string step_state(const std::vector<call_state>& calls) {
   auto any = [&](auto pred) { return std::any_of(calls.begin(), calls.end(), pred); };
   if (all([](const call_state& c) { return c.forward.status == call_status::idle; })) return "pending";
   if (any([](const call_state& c) { return c.undo.status != call_status::idle; }))
-    return all([](const call_state& c) {
-             return !c.may_have_applied() || c.undo.status == call_status::succeeded;
-           })
+    return all([](const call_state& c) { return !c.may_have_applied() || c.undo.status == call_status::succeeded; })
                ? "compensated"
                : "compensating";
   if (all([](const call_state& c) { return c.forward.status == call_status::succeeded; })) return "succeeded";
@@ -120,9 +117,11 @@ saga_input input_from_json(const json& j) {
   in.memo = j.value("memo", "");
   if (j.contains("expires_at_ms")) in.expires_at = j.at("expires_at_ms").get<std::int64_t>();
   in.rule_version = j.value("rule_version", "");
-  if (j.contains("hold_timeout_ms")) in.hold_timeout = std::chrono::milliseconds(j.at("hold_timeout_ms").get<std::int64_t>());
+  if (j.contains("hold_timeout_ms"))
+    in.hold_timeout = std::chrono::milliseconds(j.at("hold_timeout_ms").get<std::int64_t>());
   if (j.contains("items"))
-    for (const auto& i : j.at("items")) in.items.push_back({i.at("account_id").get<std::string>(), i.at("amount").get<std::int64_t>()});
+    for (const auto& i : j.at("items"))
+      in.items.push_back({i.at("account_id").get<std::string>(), i.at("amount").get<std::int64_t>()});
   in.original_saga_id = j.value("original_saga_id", "");
   in.original_type = j.value("original_type", "");
   in.original_key = j.value("original_key", "");
@@ -159,7 +158,8 @@ bool progress_from_json(const json& j, saga& s, std::string& error) {
     s.cursor = j.at("cursor").get<std::size_t>();
     s.confirmed = j.at("confirmed").get<bool>();
     const auto& hd = j.at("hold_deadline");
-    s.hold_deadline = hd.is_null() ? std::nullopt : std::optional<instant>(instant_from_unix_ms(hd.get<std::int64_t>()));
+    s.hold_deadline =
+        hd.is_null() ? std::nullopt : std::optional<instant>(instant_from_unix_ms(hd.get<std::int64_t>()));
     s.calls.clear();
     for (const auto& step : j.at("calls")) {
       auto& calls = s.calls.emplace_back();
@@ -230,15 +230,15 @@ json public_json(const saga& s, const workflow_def& w, instant updated) {
                      {"error", failed ? step_error(*failed) : json(nullptr)}});
   }
   json out{{"saga_id", s.id},
-          {"type", to_string(w.type)},
-          {"biz_id", s.biz_id},
-          {"state", to_string(s.state)},
-          {"input", std::move(input)},
-          {"error", s.error ? json({{"code", s.error->code}, {"message", s.error->message}}) : json(nullptr)},
-          {"created_at", to_rfc3339(s.created)},
-          {"updated_at", to_rfc3339(updated)},
-          {"deadline", to_rfc3339(s.deadline)},
-          {"steps", std::move(steps)}};
+           {"type", to_string(w.type)},
+           {"biz_id", s.biz_id},
+           {"state", to_string(s.state)},
+           {"input", std::move(input)},
+           {"error", s.error ? json({{"code", s.error->code}, {"message", s.error->message}}) : json(nullptr)},
+           {"created_at", to_rfc3339(s.created)},
+           {"updated_at", to_rfc3339(updated)},
+           {"deadline", to_rfc3339(s.deadline)},
+           {"steps", std::move(steps)}};
   if (w.type == saga_type::refund) out["refunded"] = refunded_json(refunded_by(s, w));
   return out;
 }

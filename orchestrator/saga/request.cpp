@@ -73,8 +73,9 @@ bool read_expiry(validate::field_reader& r, saga_input& in) {
   if (f == r.j.end()) return true;
   if (f->is_string()) in.expires_at = time::parse_rfc3339_ms(f->get_ref<const std::string&>());
   if (!in.expires_at)
-    return r.fail("expires_at must be an RFC 3339 UTC time ending in Z with at most millisecond precision, "
-                  "such as 2027-01-31T00:00:00Z");
+    return r.fail(
+        "expires_at must be an RFC 3339 UTC time ending in Z with at most millisecond precision, "
+        "such as 2027-01-31T00:00:00Z");
   return true;
 }
 

@@ -80,8 +80,7 @@ using route = http::route_row<router, call>;
 
 class router {
  public:
-  explicit router(route_context& ctx)
-      : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+  explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
   // Under /v1/ everything needs the internal token; the gateway names the
   // caller's tenant in the path.
@@ -280,7 +279,8 @@ class router {
   asio::awaitable<response> find(const request& req, const call& c) {
     const auto query = c.target.query;
     saga_filter f{c.tenant};
-    if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
+    if (!read_type(query, f))
+      co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto biz = http::query_param(query, "biz_id")) {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
       f.biz_id = std::move(*biz);
@@ -292,7 +292,8 @@ class router {
   asio::awaitable<response> list(const request& req, const call& c) {
     const auto query = c.target.query;
     saga_filter f{c.tenant};
-    if (!read_type(query, f)) co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
+    if (!read_type(query, f))
+      co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
     if (auto state = http::query_param(query, "state")) {
       f.state = saga_state_from(*state);
       if (!f.state) co_return bad_request(req, "unknown state");
@@ -300,8 +301,7 @@ class router {
     if (auto older = http::query_param(query, "older_than_ms")) {
       auto v = http::to_int(*older);
       if (!v || *v < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
-      f.created_before = now() -
-                         std::chrono::milliseconds(*v);
+      f.created_before = now() - std::chrono::milliseconds(*v);
     }
     if (auto biz = http::query_param(query, "biz_id")) {
       if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
@@ -320,8 +320,7 @@ class router {
     auto r = co_await ctx_.store.async_counts(c.tenant, now());
     if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
     json by_state = json::object();
-    for (auto s : all_saga_states)
-      by_state[std::string(to_string(s))] = r.by_state.contains(s) ? r.by_state[s] : 0;
+    for (auto s : all_saga_states) by_state[std::string(to_string(s))] = r.by_state.contains(s) ? r.by_state[s] : 0;
     co_return http::json_response(req, 200, {{"counts", std::move(by_state)}, {"overdue", r.overdue}});
   }
 
@@ -331,8 +330,6 @@ class router {
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) {
-  return http::shared_handler(std::make_shared<router>(ctx));
-}
+http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
 
 }  // namespace tally::orch

@@ -94,7 +94,7 @@ struct saga_runner::event {
   int attempt = 0;
   answer reply{};
   saga_action action = saga_action::retry;
-  std::int64_t action_id = 0;           // a stored action to finish, else 0
+  std::int64_t action_id = 0;             // a stored action to finish, else 0
   std::shared_ptr<action_wait> waiter{};  // a requester in this instance
 };
 
@@ -142,7 +142,8 @@ saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const shar
       jitter_(std::random_device{}()),
       claim_now_(ex),
       started_(metrics.add_counter("tally_orch_sagas_started_total", "Sagas created by this instance")),
-      replayed_(metrics.add_counter("tally_orch_sagas_replayed_total", "Start requests answered with an existing saga")),
+      replayed_(
+          metrics.add_counter("tally_orch_sagas_replayed_total", "Start requests answered with an existing saga")),
       finished_(metrics.add_counter("tally_orch_sagas_finished_total", "Sagas this instance brought to an end state")),
       claimed_(metrics.add_counter("tally_orch_sagas_claimed_total", "Due or abandoned sagas this instance claimed")),
       lost_(metrics.add_counter("tally_orch_sagas_lost_total",
@@ -151,16 +152,18 @@ saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const shar
       save_batch_(metrics.add_histogram("tally_orch_save_batch_size", "Saga writes per store transaction",
                                         {1, 2, 4, 8, 16, 32, 64, 128, 256})),
       live_gauge_(metrics.add_gauge("tally_orch_live_sagas", "Sagas this instance is driving")),
-      saves_(ex, options.save_connections, options.save_batch,
-             [this](std::size_t w, std::vector<save_request>& writes, std::vector<save_reply>& replies) {
-               return flush_saves(w, writes, replies);
-             },
-             save_reply{pg::error{make_error_code(pg::errc::connection_failed), "", "shutting down"}, 0}) {
+      saves_(
+          ex, options.save_connections, options.save_batch,
+          [this](std::size_t w, std::vector<save_request>& writes, std::vector<save_reply>& replies) {
+            return flush_saves(w, writes, replies);
+          },
+          save_reply{pg::error{make_error_code(pg::errc::connection_failed), "", "shutting down"}, 0}) {
   for (const auto& w : workflows())
     engines_.emplace_back(w, [this] { return std::uniform_real_distribution<double>(0.0, 1.0)(jitter_); });
   for (auto type : all_saga_types)
-    saga_seconds_.push_back(&metrics.add_histogram("tally_orch_saga_seconds", "Time from a saga's creation to its end state",
-                                                   metrics::latency_bounds(), "type=\"" + std::string(to_string(type)) + "\""));
+    saga_seconds_.push_back(
+        &metrics.add_histogram("tally_orch_saga_seconds", "Time from a saga's creation to its end state",
+                               metrics::latency_bounds(), "type=\"" + std::string(to_string(type)) + "\""));
   for (std::size_t i = 0; i < shards_.size(); ++i)
     call_seconds_.push_back(&metrics.add_histogram("tally_orch_shard_call_seconds",
                                                    "Time from sending a call to a shard to its answer",
@@ -203,8 +206,7 @@ asio::awaitable<void> saga_runner::async_stop(milliseconds grace) {
   };
   while (busy() && std::chrono::steady_clock::now() < until) co_await pause(ex_, milliseconds(20));
   if (auto err = co_await store_.async_release_all())
-    log::warn("could not release leases; other instances take the sagas when they expire",
-              {{"error", err.message}});
+    log::warn("could not release leases; other instances take the sagas when they expire", {{"error", err.message}});
   for (auto& [id, l] : live_) l->stop();
   live_.clear();
   live_gauge_.set(0);
@@ -285,8 +287,10 @@ void saga_runner::settle_action(std::int64_t id, std::optional<std::string> outc
     if (!*alive) co_return;
     // (Not a conditional expression: GCC 12 mishandles co_await in one.)
     pg::error err;
-    if (text) err = co_await store_.async_finish_action(id, *text);
-    else err = co_await store_.async_return_action(id, now());
+    if (text)
+      err = co_await store_.async_finish_action(id, *text);
+    else
+      err = co_await store_.async_return_action(id, now());
     if (err) log::warn("could not record an action's result", {{"action", id}, {"error", err.message}});
   };
   asio::co_spawn(ex_, record, asio::detached);
@@ -321,15 +325,15 @@ struct saga_runner::prepared_call {
 
 // Every call of `d` becomes a shard command and an attempt record; the
 // live saga remembers it until its answer comes.
-std::vector<saga_runner::prepared_call> saga_runner::prepare(live_saga& l, const saga& s, const decision& d,
-                                                             instant t, std::vector<step_attempt>& attempts) const {
+std::vector<saga_runner::prepared_call> saga_runner::prepare(live_saga& l, const saga& s, const decision& d, instant t,
+                                                             std::vector<step_attempt>& attempts) const {
   const auto& steps = find_workflow(s.workflow)->steps;
   std::vector<prepared_call> calls;
   for (const auto& c : d.send) {
     prepared_call p{c.ref, c.attempt, routes_.shard_of(s.tenant, c.account), shard_command(c, s.tenant)};
     auto text = p.command.dump();
-    attempts.push_back({steps.at(c.ref.step).name, c.ref.item, c.ref.undo, c.attempt,
-                        shards_[p.shard]->endpoint().name, text, t, std::nullopt, "", std::nullopt});
+    attempts.push_back({steps.at(c.ref.step).name, c.ref.item, c.ref.undo, c.attempt, shards_[p.shard]->endpoint().name,
+                        text, t, std::nullopt, "", std::nullopt});
     l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard, std::move(text), t};
     calls.push_back(std::move(p));
   }
@@ -420,8 +424,7 @@ asio::awaitable<void> saga_runner::drive(std::shared_ptr<live_saga> l) {
     const bool keep = !terminal && next->wake && *next->wake - t <= options_.keep_horizon;
     const bool changed = l->unsaved_change || next->state != l->s->state || next->error != l->s->error;
     for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
-    if (keep && acted.empty() && !calls.empty() &&
-        std::all_of(calls.begin(), calls.end(), [&](const prepared_call& c) {
+    if (keep && acted.empty() && !calls.empty() && std::all_of(calls.begin(), calls.end(), [&](const prepared_call& c) {
           return !c.ref.undo && workflow.sendable_before_saving(c.ref.step);
         })) {
       // Forward-only calls after the pivot go at once; this state is
@@ -556,7 +559,8 @@ asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request reque
                        "biz_id " + request.biz_id + " was used for another " + std::string(to_string(request.type))};
     replayed_.inc();
     // The live copy is fresher while this instance drives it.
-    if (auto it = live_.find(existing.s.id); it != live_.end()) co_return result{outcome::replayed, it->second->snapshot()};
+    if (auto it = live_.find(existing.s.id); it != live_.end())
+      co_return result{outcome::replayed, it->second->snapshot()};
     co_return result{outcome::replayed, std::move(existing)};
   }
   started_.inc();
@@ -572,15 +576,17 @@ asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request reque
   slot = l;
   live_gauge_.set(static_cast<double>(live_.size()));
   dispatch(l, std::move(calls));
-  if (keep) schedule_wake(l);
-  else forget(l);
+  if (keep)
+    schedule_wake(l);
+  else
+    forget(l);
   co_return out;
 }
 
 // ---- reading and acting -------------------------------------------------
 
-asio::awaitable<saga_runner::result> saga_runner::async_get(std::string tenant, std::string saga_id,
-                                                            milliseconds wait, bool or_awaiting) {
+asio::awaitable<saga_runner::result> saga_runner::async_get(std::string tenant, std::string saga_id, milliseconds wait,
+                                                            bool or_awaiting) {
   auto alive = alive_;
   auto settled = [or_awaiting](saga_state s) {
     return is_terminal(s) || (or_awaiting && s == saga_state::awaiting_confirmation);
@@ -608,8 +614,8 @@ asio::awaitable<saga_runner::result> saga_runner::async_get(std::string tenant, 
       co_return result{outcome::not_found, std::nullopt, "no saga " + saga_id};
     if (last || settled(got.sagas[0].s.state)) co_return result{outcome::done, std::move(got.sagas[0])};
     // Held elsewhere: poll the store.
-    co_await pause(ex_, std::min(milliseconds(25), std::chrono::duration_cast<milliseconds>(
-                                                      until - std::chrono::steady_clock::now())));
+    co_await pause(ex_, std::min(milliseconds(25),
+                                 std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now())));
     if (!*alive) co_return result{};
   }
 }
@@ -667,9 +673,7 @@ asio::awaitable<saga_runner::result> saga_runner::act_elsewhere(stored_saga st, 
   auto now_held = co_await async_get(st.s.tenant, st.s.id, milliseconds(0));
   if (!*alive) co_return result{};
   if (text == "done" || text == "already" || text == "invalid_state") {
-    now_held.kind = text == "done"      ? outcome::done
-                    : text == "already" ? outcome::already
-                                        : outcome::invalid_state;
+    now_held.kind = text == "done" ? outcome::done : text == "already" ? outcome::already : outcome::invalid_state;
     co_return now_held;
   }
   if (now_held.saga && is_terminal(now_held.saga->s.state)) {
@@ -732,8 +736,7 @@ asio::awaitable<void> saga_runner::claim_loop() {
 asio::awaitable<void> saga_runner::renew_loop() {
   auto alive = alive_;
   while (!stopping_) {
-    if (auto err = co_await store_.async_renew(now()))
-      log::warn("renewing leases failed", {{"error", err.message}});
+    if (auto err = co_await store_.async_renew(now())) log::warn("renewing leases failed", {{"error", err.message}});
     if (!*alive) co_return;
     for (auto left = options_.lease / 3; left > milliseconds(0) && !stopping_; left -= milliseconds(50)) {
       co_await pause(ex_, std::min(left, milliseconds(50)));

@@ -17,22 +17,23 @@ using pg::param;
 namespace {
 
 // The columns every read returns, in the order decode() reads them.
-#define TALLY_SAGA_COLUMNS                                                                                      \
+#define TALLY_SAGA_COLUMNS                                                                                        \
   "s.saga_id, s.tenant, s.type, s.biz_id, s.request_hash, s.workflow, s.input::text, s.state, s.progress::text, " \
-  "s.error_code, s.error_message, s.attention, (extract(epoch FROM s.created_at) * 1000)::bigint, "             \
-  "(extract(epoch FROM s.updated_at) * 1000)::bigint, (extract(epoch FROM s.deadline) * 1000)::bigint, "        \
+  "s.error_code, s.error_message, s.attention, (extract(epoch FROM s.created_at) * 1000)::bigint, "               \
+  "(extract(epoch FROM s.updated_at) * 1000)::bigint, (extract(epoch FROM s.deadline) * 1000)::bigint, "          \
   "(extract(epoch FROM s.wake_at) * 1000)::bigint, s.version"
 
 // The attempts of a round of writes, as eleven parallel arrays from
 // parameter $first on, joined to the sagas the statement wrote (`saga`).
-#define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j, k)                                            \
-  " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"        \
-  "  answered_at)"                                                                                            \
-  "  SELECT a.saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"                          \
-  "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                    \
-  "  FROM unnest(" a "::text[], " b "::text[], " c "::int[], " d "::boolean[], " e "::int[], " f "::text[], " \
-  g "::text[], " h "::bigint[], " i "::text[], " j "::text[], " k "::bigint[])"                               \
-  "   AS a(saga_id, step, item, undo, attempt, shard, command, sent, outcome, code, answered)"                \
+#define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j, k)                                              \
+  " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"         \
+  "  answered_at)"                                                                                              \
+  "  SELECT a.saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"                            \
+  "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                      \
+  "  FROM unnest(" a "::text[], " b "::text[], " c "::int[], " d "::boolean[], " e "::int[], " f "::text[], " g \
+  "::text[], " h "::bigint[], " i "::text[], " j "::text[], " k                                                 \
+  "::bigint[])"                                                                                                 \
+  "   AS a(saga_id, step, item, undo, attempt, shard, command, sent, outcome, code, answered)"                  \
   "  JOIN " saga " USING (saga_id)"
 
 // One statement per round creates every new saga of the round: the rows
@@ -100,17 +101,15 @@ constexpr std::string_view sql_list =
 constexpr std::string_view sql_counts =
     "SELECT s.state, count(*), count(*) FILTER (WHERE " TALLY_SAGA_OVERDUE("$2") ") FROM saga s"
     " WHERE s.tenant = $1 GROUP BY s.state";
-constexpr std::string_view sql_refunds_of =
-    "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND s.type = 'refund'"
-    " AND s.input->>'original_saga_id' = $2 ORDER BY s.saga_id";
+constexpr std::string_view sql_refunds_of = "SELECT " TALLY_SAGA_COLUMNS
+                                            " FROM saga s WHERE s.tenant = $1 AND s.type = 'refund'"
+                                            " AND s.input->>'original_saga_id' = $2 ORDER BY s.saga_id";
 constexpr std::string_view sql_attempts =
     "SELECT step, item, undo, attempt, shard, command::text, (extract(epoch FROM sent_at) * 1000)::bigint, outcome,"
     " code, (extract(epoch FROM answered_at) * 1000)::bigint FROM saga_step WHERE saga_id = $1"
     " ORDER BY sent_at, step, item, undo, attempt";
-constexpr std::string_view sql_release_all =
-    "DELETE FROM orchestrator_instance WHERE instance = $1";
-constexpr std::string_view sql_release =
-    "UPDATE saga SET lease_owner = NULL WHERE saga_id = $1 AND lease_owner = $2";
+constexpr std::string_view sql_release_all = "DELETE FROM orchestrator_instance WHERE instance = $1";
+constexpr std::string_view sql_release = "UPDATE saga SET lease_owner = NULL WHERE saga_id = $1 AND lease_owner = $2";
 constexpr std::string_view sql_request_action =
     "WITH a AS (INSERT INTO saga_action (saga_id, action) VALUES ($1, $2) RETURNING id),"
     " due AS (UPDATE saga SET wake_at = LEAST(wake_at, to_timestamp($3::bigint / 1000.0))"
@@ -248,8 +247,10 @@ void append_attempts(std::span<const saga_write* const> writes, std::vector<para
         return b->step == a.step && b->item == a.item && b->undo == a.undo && b->attempt == a.attempt;
       };
       auto it = std::find_if(attempts.begin(), attempts.end(), same);
-      if (it == attempts.end()) attempts.push_back(&a);
-      else *it = &a;
+      if (it == attempts.end())
+        attempts.push_back(&a);
+      else
+        *it = &a;
     }
     for (const auto* a : attempts)
       c.add({w->s->id, a->step, std::to_string(a->item), boolean(a->undo), std::to_string(a->attempt), a->shard,
@@ -265,16 +266,15 @@ param error_message_of(const saga& s) { return s.error ? param{s.error->message}
 param wake_of(const saga& s) { return is_terminal(s.state) ? param{} : opt_ms(s.wake); }
 bool keeps_lease(const saga_write& w) { return w.keep_lease && !is_terminal(w.s->state); }
 
-std::vector<param> create_params(std::span<const saga_write* const> creates, const std::string& owner,
-                                 instant now) {
+std::vector<param> create_params(std::span<const saga_write* const> creates, const std::string& owner, instant now) {
   text_columns<16> sagas;
   text_columns<2> events;
   for (const auto* w : creates) {
     const auto& s = *w->s;
     sagas.add({s.id, s.tenant, std::string(to_string(*w->create)), s.biz_id, w->request_hash, s.workflow,
                input_to_json(s.input).dump(), std::string(to_string(s.state)), progress_to_json(s).dump(),
-               error_code_of(s), error_message_of(s), opt_text(s.attention), ms_param(s.created),
-               ms_param(s.deadline), wake_of(s), boolean(keeps_lease(*w))});
+               error_code_of(s), error_message_of(s), opt_text(s.attention), ms_param(s.created), ms_param(s.deadline),
+               wake_of(s), boolean(keeps_lease(*w))});
     events.add({s.id, event_payload(s, now)});
   }
   std::vector<param> params{owner};
@@ -357,11 +357,10 @@ asio::awaitable<saga_store::load_result> saga_store::async_claim(std::size_t lim
   load_result out;
   pg::lease conn;
   if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
-  std::vector<pg::statement> st{
-      {pg::sql_begin, {}},
-      {sql_claim, {owner_, ms_param(now), std::to_string(limit)}},
-      {sql_take_actions, {owner_}},
-      {pg::sql_commit, {}}};
+  std::vector<pg::statement> st{{pg::sql_begin, {}},
+                                {sql_claim, {owner_, ms_param(now), std::to_string(limit)}},
+                                {sql_take_actions, {owner_}},
+                                {pg::sql_commit, {}}};
   std::vector<pg::result> rs;
   if ((out.error = co_await conn->async_pipeline(st, rs, timeout_))) {
     co_await pg::async_rollback(*conn, timeout_);

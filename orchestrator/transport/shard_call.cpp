@@ -67,7 +67,8 @@ std::vector<lot_share> lots_of(const nlohmann::json& r) {
     s.amount = l["amount"].get<std::int64_t>();
     if (l.contains("expires_at") && l["expires_at"].is_string())
       s.expires_at = time::parse_rfc3339_ms(l["expires_at"].get<std::string>());
-    if (l.contains("rule_version") && l["rule_version"].is_string()) s.rule_version = l["rule_version"].get<std::string>();
+    if (l.contains("rule_version") && l["rule_version"].is_string())
+      s.rule_version = l["rule_version"].get<std::string>();
     out.push_back(std::move(s));
   }
   return out;

@@ -12,11 +12,12 @@ shard_client::shard_client(asio::any_io_executor ex, sharding::shard_endpoint en
     : endpoint_(std::move(endpoint)),
       token_(std::move(token)),
       options_(options),
-      calls_(ex, options.connections, options.max_batch,
-             [this](std::size_t c, std::vector<nlohmann::json>& commands, std::vector<answer>& answers) {
-               return send_batch(c, commands, answers);
-             },
-             answer{answer_kind::transport, "shutting_down"}) {
+      calls_(
+          ex, options.connections, options.max_batch,
+          [this](std::size_t c, std::vector<nlohmann::json>& commands, std::vector<answer>& answers) {
+            return send_batch(c, commands, answers);
+          },
+          answer{answer_kind::transport, "shutting_down"}) {
   for (std::size_t i = 0; i < options_.connections; ++i)
     connections_.push_back(std::make_shared<http::client>(ex, endpoint_.host, endpoint_.port));
 }
@@ -27,8 +28,7 @@ asio::awaitable<void> shard_client::send_batch(std::size_t connection, std::vect
   auto conn = connections_[connection];
   std::string body = nlohmann::json{{"commands", commands}}.dump();
   std::string target = "/v1/batch";
-  auto r = co_await conn->async_json(bhttp::verb::post, std::move(target), std::move(body),
-                                                         options_.timeout, token_);
+  auto r = co_await conn->async_json(bhttp::verb::post, std::move(target), std::move(body), options_.timeout, token_);
   if (!*alive) co_return;
   if (r.error && !r.sent) {
     answers.assign(commands.size(), answer{answer_kind::not_delivered, "unreachable"});

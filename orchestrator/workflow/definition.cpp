@@ -84,43 +84,53 @@ std::vector<workflow_def> built_in() {
   using role = account_role;
   using undo = undo_kind;
   std::vector<workflow_def> w;
-  w.push_back({"credit", saga_type::credit, "Credit one account.",
+  w.push_back({"credit",
+               saga_type::credit,
+               "Credit one account.",
                {step("credit_account", op::credit, role::account, undo::cancel_key, true)},
                std::chrono::milliseconds(10000)});
-  w.push_back({"deduct", saga_type::deduct, "Debit one account at once.",
+  w.push_back({"deduct",
+               saga_type::deduct,
+               "Debit one account at once.",
                {step("debit_account", op::debit, role::account, undo::cancel_key, true)},
                std::chrono::milliseconds(10000)});
-  w.push_back({"deduct_held", saga_type::deduct,
+  w.push_back({"deduct_held",
+               saga_type::deduct,
                "Hold the amount, wait for the app's confirm (capture) or cancel (release); release at the hold "
                "timeout.",
                {step("hold_account", op::hold, role::account, undo::release, false, true),
                 step("capture_account", op::capture, role::account, undo::none, true)},
                std::chrono::milliseconds(10000)});
-  w.push_back({"refund", saga_type::refund,
+  w.push_back({"refund",
+               saga_type::refund,
                "Credit a completed deduction's account back, referencing its debit or capture; cumulative refunds "
                "never exceed the original.",
                {step("refund_account", op::refund, role::account, undo::cancel_key, true)},
                std::chrono::milliseconds(10000)});
-  w.push_back({"refund_transfer", saga_type::refund,
+  w.push_back({"refund_transfer",
+               saga_type::refund,
                "Move value of a completed transfer back: hold it on the destination, refund the source against the "
                "original capture, capture the destination's hold.",
                {step("hold_destination", op::hold, role::destination, undo::release),
                 step("refund_source", op::refund, role::source, undo::cancel_key, true),
                 step("capture_destination", op::capture, role::destination, undo::none)},
                std::chrono::milliseconds(10000)});
-  w.push_back({"revoke_items", saga_type::refund,
+  w.push_back({"revoke_items",
+               saga_type::refund,
                "Give back what is left of every item of a completed batch deduction, each refund against its "
                "item's capture. Forward only: a refund cannot be taken back, so a refused item needs an operator.",
                {step("refund_items", op::refund, role::each_item, undo::none, true)},
                std::chrono::milliseconds(30000)});
-  w.push_back({"transfer", saga_type::transfer,
+  w.push_back({"transfer",
+               saga_type::transfer,
                "Hold the source, credit the destination (the pivot), capture the source. Before the pivot a "
                "rejection or the deadline compensates: cancel_key on the credit, then release the hold.",
                {step("hold_source", op::hold, role::source, undo::release),
                 step("credit_destination", op::credit, role::destination, undo::cancel_key, true),
                 step("capture_source", op::capture, role::source, undo::none)},
                std::chrono::milliseconds(10000)});
-  w.push_back({"batch_deduct", saga_type::batch_deduct,
+  w.push_back({"batch_deduct",
+               saga_type::batch_deduct,
                "Hold every item's amount; when all are held capture them all, else release every hold: all or "
                "nothing.",
                {step("hold_items", op::hold, role::each_item, undo::release),

@@ -47,9 +47,10 @@ constexpr std::string_view sql_horizon_scan =
 constexpr std::string_view sql_horizon_xmin =
     "SELECT set_config('tally.relay_horizon', greatest(pg_snapshot_xmin(pg_current_snapshot()), $1::xid8)::text,"
     " false)";
-#define TALLY_OUTBOX_AFTER(object, version)                                                          \
-  "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version ", event_type, payload::text," \
-  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                         \
+#define TALLY_OUTBOX_AFTER(object, version)                                                              \
+  "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version                                 \
+  ", event_type, payload::text,"                                                                         \
+  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                              \
   " WHERE tx_id < current_setting('tally.relay_horizon')::xid8 AND (tx_id, id) > ($1::xid8, $2::bigint)" \
   " ORDER BY tx_id, id LIMIT $3"
 constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version");
@@ -160,9 +161,13 @@ asio::awaitable<pg::error> outbox_reader::async_snapshot(const object_state* aft
     if (shard) {
       const auto balance = r.int64(i, 3), held = r.int64(i, 4);
       s.kind = object_kind::account;
-      nlohmann::json doc{{"account_id", s.object_id}, {"balance", balance},   {"held", held},
-                             {"available", balance - held}, {"status", r.text(i, 5)}, {"version", s.version},
-                             {"updated_at", time::rfc3339_ms(r.int64(i, 6))}};
+      nlohmann::json doc{{"account_id", s.object_id},
+                         {"balance", balance},
+                         {"held", held},
+                         {"available", balance - held},
+                         {"status", r.text(i, 5)},
+                         {"version", s.version},
+                         {"updated_at", time::rfc3339_ms(r.int64(i, 6))}};
       doc["next_expiry"] = projection::next_expiry_doc(r.opt_int64(i, 7), r.opt_int64(i, 8).value_or(0));
       s.doc = doc.dump();
     } else {

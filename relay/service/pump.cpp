@@ -41,8 +41,8 @@ pump::pump(asio::any_io_executor ex, source_config source, sink& target, metrics
                                      labels(source, target.name()))),
       rebuilds_(metrics.add_counter("tally_relay_rebuilds_total", "Sink rebuilds from the source database",
                                     labels(source, target.name()))),
-      lag_(metrics.add_gauge("tally_relay_lag_seconds",
-                             "Age of the last event delivered (0 when caught up)", labels(source, target.name()))),
+      lag_(metrics.add_gauge("tally_relay_lag_seconds", "Age of the last event delivered (0 when caught up)",
+                             labels(source, target.name()))),
       holding_(metrics.add_gauge("tally_relay_consumer_held", "1 while this instance holds the consumer's lock",
                                  labels(source, target.name()))),
       delivery_lag_(metrics.add_histogram("tally_relay_delivery_lag_seconds",
@@ -62,8 +62,8 @@ asio::awaitable<void> pump::pause(milliseconds d) {
 
 void pump::lose_source(const std::string& what, const pg::error& err) {
   if (holder_) {
-    log::warn("relay consumer lost its source", {{"source", reader_.source().name}, {"sink", sink_.name()},
-                                                 {"while", what}, {"error", err.message}});
+    log::warn("relay consumer lost its source",
+              {{"source", reader_.source().name}, {"sink", sink_.name()}, {"while", what}, {"error", err.message}});
   }
   reader_.close();
   holder_ = false;
@@ -91,8 +91,8 @@ asio::awaitable<void> pump::async_run() {
     holder_ = true;
     holding_.set(1);
     failures = 0;
-    log::info("relay consumer started", {{"source", reader_.source().name}, {"sink", sink_.name()},
-                                         {"tx_id", at.tx_id}, {"id", at.id}});
+    log::info("relay consumer started",
+              {{"source", reader_.source().name}, {"sink", sink_.name()}, {"tx_id", at.tx_id}, {"id", at.id}});
     if (!co_await deliver_until_stopped(at)) co_await pause(options_.retry_min);
   }
   reader_.close();
@@ -127,12 +127,14 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
       continue;  // then deliver the same batch: the version guards drop what the rebuild already wrote
     }
     if (d.status == delivery_status::retry) {
-      if (failures == 0) log::warn("relay delivery failed; retrying", {{"source", reader_.source().name},
-                                                                      {"sink", sink_.name()}, {"error", d.error}});
+      if (failures == 0)
+        log::warn("relay delivery failed; retrying",
+                  {{"source", reader_.source().name}, {"sink", sink_.name()}, {"error", d.error}});
       co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
       continue;
     }
-    if (failures > 0) log::info("relay delivery recovered", {{"source", reader_.source().name}, {"sink", sink_.name()}});
+    if (failures > 0)
+      log::info("relay delivery recovered", {{"source", reader_.source().name}, {"sink", sink_.name()}});
     failures = 0;
     const auto now = now_ms();
     for (const auto& e : batch) delivery_lag_.observe(static_cast<double>(now - e.created_ms) / 1000.0);

@@ -31,7 +31,7 @@ struct pump_options {
   std::chrono::milliseconds retry_max{5000};
   std::chrono::milliseconds db_timeout{5000};
   std::chrono::milliseconds horizon_scan{100};  // see outbox_reader
-  std::size_t rebuild_page = 500;  // objects per read and write of a rebuild
+  std::size_t rebuild_page = 500;               // objects per read and write of a rebuild
 };
 
 // Delay before retry number `attempt` (0-based): min · 2^attempt, capped.

@@ -36,10 +36,11 @@ class router {
 
   asio::awaitable<http::response> operator()(http::request req) {
     const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
-    co_return co_await http::serve_internal(req, t, probes_, ctx_.internal_token, table(),
-                                            [&](const route& r, std::vector<std::string> args) -> asio::awaitable<http::response> {
-                                              co_return co_await (this->*r.handle)(req, args);
-                                            });
+    co_return co_await http::serve_internal(
+        req, t, probes_, ctx_.internal_token, table(),
+        [&](const route& r, std::vector<std::string> args) -> asio::awaitable<http::response> {
+          co_return co_await (this->*r.handle)(req, args);
+        });
   }
 
  private:
@@ -47,7 +48,9 @@ class router {
   asio::awaitable<http::response> consumers(const http::request& req, const std::vector<std::string>&) {
     auto all = nlohmann::json::array();
     for (const auto& p : ctx_.pumps) {
-      all.push_back({{"source", p->source_name()}, {"sink", p->sink_name()}, {"held", p->holder()},
+      all.push_back({{"source", p->source_name()},
+                     {"sink", p->sink_name()},
+                     {"held", p->holder()},
                      {"lag_seconds", p->lag_seconds()}});
     }
     co_return http::json_response(req, 200, {{"consumers", std::move(all)}});

@@ -108,8 +108,8 @@ asio::awaitable<delivery> projection_sink::async_restore(const std::string& sour
 }
 
 asio::awaitable<delivery> projection_sink::async_finish_rebuild(const std::string& source) {
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
+  const auto now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
   std::vector<std::string> keys{projection::source_marker(source), projection::rebuild_key(source)};
   std::vector<std::string> args{rebuilding_[source], std::to_string(now.count())};
   auto r = co_await redis_.async_eval(finish_script, std::move(keys), std::move(args));

@@ -18,8 +18,8 @@ namespace tally::relay {
 
 class push_sink : public sink {
  public:
-  push_sink(boost::asio::any_io_executor ex, std::string name, std::string host, std::uint16_t port,
-            std::string token, std::chrono::milliseconds timeout);
+  push_sink(boost::asio::any_io_executor ex, std::string name, std::string host, std::uint16_t port, std::string token,
+            std::chrono::milliseconds timeout);
   std::string_view name() const override { return name_; }
   boost::asio::awaitable<delivery> async_deliver(const std::string& source,
                                                  std::span<const outbox_event> events) override;

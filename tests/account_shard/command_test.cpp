@@ -17,32 +17,31 @@ using namespace tally::shard;
 // A valid command of each type, as the orchestrator would send it.
 json valid(command_kind k) {
   switch (k) {
-    case command_kind::open_account:
-      return {{"type", "open_account"}, {"tenant", "t1"}, {"account_id", "a1"}};
+    case command_kind::open_account: return {{"type", "open_account"}, {"tenant", "t1"}, {"account_id", "a1"}};
     case command_kind::credit:
       return {{"type", "credit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "c1"}, {"amount", 100}};
     case command_kind::debit:
       return {{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}};
     case command_kind::hold:
       return {{"type", "hold"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "h1"}, {"amount", 30}};
-    case command_kind::capture:
-      return {{"type", "capture"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "h1"}};
-    case command_kind::release:
-      return {{"type", "release"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "h1"}};
+    case command_kind::capture: return {{"type", "capture"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "h1"}};
+    case command_kind::release: return {{"type", "release"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "h1"}};
     case command_kind::refund:
-      return {{"type", "refund"},      {"tenant", "t1"},          {"account_id", "a1"}, {"biz_id", "r1"},
-              {"amount", 10},          {"original_type", "debit"}, {"original_id", "d1"}};
+      return {{"type", "refund"}, {"tenant", "t1"},           {"account_id", "a1"}, {"biz_id", "r1"},
+              {"amount", 10},     {"original_type", "debit"}, {"original_id", "d1"}};
     case command_kind::cancel_key:
-      return {{"type", "cancel_key"}, {"tenant", "t1"}, {"account_id", "a1"}, {"target_type", "credit"},
+      return {{"type", "cancel_key"},
+              {"tenant", "t1"},
+              {"account_id", "a1"},
+              {"target_type", "credit"},
               {"target_id", "c1"}};
-    case command_kind::expire:
-      return {{"type", "expire"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "3"}};
+    case command_kind::expire: return {{"type", "expire"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "3"}};
   }
   return {};
 }
 
-const command_kind all_kinds[] = {command_kind::open_account, command_kind::credit,  command_kind::debit,
-                                  command_kind::hold,         command_kind::capture, command_kind::release,
+const command_kind all_kinds[] = {command_kind::open_account, command_kind::credit,     command_kind::debit,
+                                  command_kind::hold,         command_kind::capture,    command_kind::release,
                                   command_kind::refund,       command_kind::cancel_key, command_kind::expire};
 
 // The parsed command, or a test failure naming the parse error.
@@ -237,8 +236,8 @@ TEST(ParseCommand, MissingRequiredFields) {
       {command_kind::debit, "biz_id"},        {command_kind::debit, "amount"},
       {command_kind::hold, "biz_id"},         {command_kind::hold, "amount"},
       {command_kind::capture, "biz_id"},      {command_kind::release, "biz_id"},
-      {command_kind::refund, "biz_id"},
-      {command_kind::cancel_key, "target_type"}, {command_kind::cancel_key, "tenant"},
+      {command_kind::refund, "biz_id"},       {command_kind::cancel_key, "target_type"},
+      {command_kind::cancel_key, "tenant"},
   };
   for (const auto& c : cases) {
     json j = valid(c.k);
@@ -317,14 +316,22 @@ TEST(IsValidId, Boundaries) {
   EXPECT_TRUE(is_valid_id(std::string(64, 'x')));
   EXPECT_FALSE(is_valid_id(std::string(65, 'x')));
   EXPECT_FALSE(is_valid_id(""));
-  for (const char* bad : {"a b", "a/b", "a\\b", "a+b", "a@b", "a,b", "a#b", "a\"b", "a'b", "a*b", "\xc3\xa9",
-                          "a\tb", "a\nb", "a\x1f" "b"})
+  for (const char* bad :
+       {"a b", "a/b", "a\\b", "a+b", "a@b", "a,b", "a#b", "a\"b", "a'b", "a*b", "\xc3\xa9", "a\tb", "a\nb",
+        "a\x1f"
+        "b"})
     EXPECT_FALSE(is_valid_id(bad)) << bad;
   EXPECT_FALSE(is_valid_id(std::string_view("a\0b", 3)));
 }
 
 TEST(ParseCommand, IdsValidatedInEveryIdField) {
-  const std::string bads[] = {"", "a b", "x/y", "caf\xc3\xa9", "a\x1f" "b", std::string(65, 'k')};
+  const std::string bads[] = {"",
+                              "a b",
+                              "x/y",
+                              "caf\xc3\xa9",
+                              "a\x1f"
+                              "b",
+                              std::string(65, 'k')};
   struct f {
     command_kind k;
     const char* field;
@@ -370,8 +377,8 @@ TEST(ParseCommand, AmountRange) {
 
 TEST(ParseCommand, AmountRangeFromJsonText) {
   auto parse_amount = [](const std::string& amount_text) {
-    return json::parse(R"({"type":"credit","tenant":"t1","account_id":"a1","biz_id":"c1","amount":)" +
-                       amount_text + "}");
+    return json::parse(R"({"type":"credit","tenant":"t1","account_id":"a1","biz_id":"c1","amount":)" + amount_text +
+                       "}");
   };
   const std::string range = "amount must be between 1 and 10^15";
   const std::string integer = "amount must be an integer";
@@ -380,10 +387,10 @@ TEST(ParseCommand, AmountRangeFromJsonText) {
   EXPECT_EQ(err(parse_amount("0")), range);
   EXPECT_EQ(err(parse_amount("-0")), range);
   EXPECT_EQ(err(parse_amount("-5")), range);
-  EXPECT_EQ(err(parse_amount("9223372036854775807")), range);    // 2^63-1 (parsed as unsigned)
-  EXPECT_EQ(err(parse_amount("9223372036854775808")), range);    // 2^63: fits only unsigned
-  EXPECT_EQ(err(parse_amount("18446744073709551615")), range);   // 2^64-1
-  EXPECT_EQ(err(parse_amount("-9223372036854775808")), range);   // INT64_MIN
+  EXPECT_EQ(err(parse_amount("9223372036854775807")), range);     // 2^63-1 (parsed as unsigned)
+  EXPECT_EQ(err(parse_amount("9223372036854775808")), range);     // 2^63: fits only unsigned
+  EXPECT_EQ(err(parse_amount("18446744073709551615")), range);    // 2^64-1
+  EXPECT_EQ(err(parse_amount("-9223372036854775808")), range);    // INT64_MIN
   EXPECT_EQ(err(parse_amount("18446744073709551616")), integer);  // 2^64: a float to nlohmann
   EXPECT_EQ(err(parse_amount("100000000000000000000000")), integer);
   EXPECT_EQ(err(parse_amount("-9223372036854775809")), integer);
@@ -430,10 +437,10 @@ TEST(RequestHash, StableForSameContent) {
 }
 
 TEST(RequestHash, IndependentOfKeyOrder) {
-  const auto a = json::parse(
-      R"({"type":"refund","tenant":"t1","account_id":"a1","biz_id":"r1","amount":10,"original_type":"debit","original_id":"d1"})");
-  const auto b = json::parse(
-      R"({"original_id":"d1","amount":10,"biz_id":"r1","original_type":"debit","account_id":"a1","tenant":"t1","type":"refund"})");
+  const auto a = json::parse(R"({"type":"refund","tenant":"t1","account_id":"a1","biz_id":"r1","amount":10,)"
+                             R"("original_type":"debit","original_id":"d1"})");
+  const auto b = json::parse(R"({"original_id":"d1","amount":10,"biz_id":"r1","original_type":"debit",)"
+                             R"("account_id":"a1","tenant":"t1","type":"refund"})");
   EXPECT_EQ(ok(a).request_hash, ok(b).request_hash);
   const auto c = json::parse(R"({"memo":"m","amount":5,"biz_id":"x","account_id":"a1","tenant":"t1","type":"debit"})");
   const auto d = json::parse(R"({"type":"debit","tenant":"t1","account_id":"a1","biz_id":"x","amount":5,"memo":"m"})");
@@ -512,7 +519,10 @@ TEST(OpKey, FlatSeparatesFields) {
   op_key a{"t", "a", "credit", "b"};
   op_key b{"t", "a", "credit", "b"};
   EXPECT_EQ(a.flat(), b.flat());
-  EXPECT_EQ(a.flat(), std::string("t\x1f" "a\x1f" "credit\x1f" "b"));
+  EXPECT_EQ(a.flat(), std::string("t\x1f"
+                                  "a\x1f"
+                                  "credit\x1f"
+                                  "b"));
   op_key c{"ta", "", "credit", "b"};
   EXPECT_NE(a.flat(), c.flat());
 }

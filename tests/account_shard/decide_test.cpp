@@ -106,8 +106,8 @@ class Decide : public ::testing::Test {
   }
 
   // An existing account, as loaded under lock.
-  account_row& add_account(const std::string& id, std::int64_t balance, std::int64_t held = 0,
-                           std::int64_t version = 1, account_status status = account_status::active) {
+  account_row& add_account(const std::string& id, std::int64_t balance, std::int64_t held = 0, std::int64_t version = 1,
+                           account_status status = account_status::active) {
     account_row a{"t1", id, balance, held, status, version, false, false, 0};
     if (balance > 0) {
       // Its value in one non-expiring lot, as the migration leaves it.
@@ -508,7 +508,7 @@ TEST_F(Decide, CaptureOfHoldLoadedFromStore) {
 
 TEST_F(Decide, DoubleCaptureSameContentIsReplayed) {
   add_account("a1", 100);
-  st.decide(hold("h1",30));
+  st.decide(hold("h1", 30));
   reply first = st.decide(capture("h1", 20));
   reply again = st.decide(capture("h1", 20));
   EXPECT_EQ(again.status, reply_status::succeeded);
@@ -845,8 +845,8 @@ TEST_F(Decide, FrozenAccountIsRetriedAndStoresNothing) {
   add_hold("h1", 20);
   add_operation(debit("d0", 10), op_state::succeeded, 10, 800);
   const counts before = snapshot();
-  for (const command& c : {credit("c1", 1), debit("d1", 1), hold("h2", 1), capture("h1"), release("h1"),
-                           refund("r1", 1, "d0")}) {
+  for (const command& c :
+       {credit("c1", 1), debit("d1", 1), hold("h2", 1), capture("h1"), release("h1"), refund("r1", 1, "d0")}) {
     reply r = st.decide(c);
     EXPECT_EQ(r.status, reply_status::retry) << to_string(c.kind);
     EXPECT_EQ(r.code, "account_frozen") << to_string(c.kind);
@@ -965,19 +965,19 @@ TEST_F(Decide, OpenThenUseInTheSameBatch) {
 // ---------------------------------------------------------------- events
 
 TEST_F(Decide, EveryStateChangeEmitsOneEventWithConsecutiveVersions) {
-  st.decide(open_cmd("a1"));                  // v1 opened
-  st.decide(credit("c1", 100));           // v2 credited
-  st.decide(debit("d-rej", 1000));        // rejected: no event
-  st.decide(hold("h1", 30));              // v3 held
-  st.decide(debit("d1", 20));             // v4 debited
-  st.decide(capture("h1", 10));           // v5 captured
-  st.decide(credit("c1", 100));           // replay: no event
-  st.decide(hold("h2", 5));               // v6 held
-  st.decide(release("h2"));               // v7 released
-  st.decide(release("h-none"));           // tombstone: no account change
-  st.decide(capture("h-unknown"));        // retry: nothing
-  st.decide(refund("r1", 20, "d1"));      // v8 refunded
-  st.decide(debit("d1", 21));             // conflict: nothing
+  st.decide(open_cmd("a1"));          // v1 opened
+  st.decide(credit("c1", 100));       // v2 credited
+  st.decide(debit("d-rej", 1000));    // rejected: no event
+  st.decide(hold("h1", 30));          // v3 held
+  st.decide(debit("d1", 20));         // v4 debited
+  st.decide(capture("h1", 10));       // v5 captured
+  st.decide(credit("c1", 100));       // replay: no event
+  st.decide(hold("h2", 5));           // v6 held
+  st.decide(release("h2"));           // v7 released
+  st.decide(release("h-none"));       // tombstone: no account change
+  st.decide(capture("h-unknown"));    // retry: nothing
+  st.decide(refund("r1", 20, "d1"));  // v8 refunded
+  st.decide(debit("d1", 21));         // conflict: nothing
 
   const std::vector<std::string> types = {"account.opened",   "account.credited", "account.held",
                                           "account.debited",  "account.captured", "account.held",
@@ -1020,8 +1020,8 @@ TEST_F(Decide, Deterministic) {
   add_account("a1", 100);
   add_account("a2", 5);
   batch_state copy = st;
-  const std::vector<command> cmds = {debit("d1", 80), debit("d2", 80), credit("c1", 7, "a2"), hold("h1", 10),
-                                     capture("h1", 4), refund("r1", 80, "d1")};
+  const std::vector<command> cmds = {debit("d1", 80), debit("d2", 80),  credit("c1", 7, "a2"),
+                                     hold("h1", 10),  capture("h1", 4), refund("r1", 80, "d1")};
   for (const auto& c : cmds) EXPECT_EQ(reply_json(st.decide(c)), reply_json(copy.decide(c)));
   ASSERT_EQ(st.events.size(), copy.events.size());
   for (std::size_t i = 0; i < st.events.size(); ++i) EXPECT_EQ(st.events[i].payload, copy.events[i].payload);
@@ -1044,8 +1044,8 @@ TEST(ReplyJson, SucceededShape) {
   lot.expires_at = 1798761600000;  // 2027-01-01
   lot.rule_version = "r7";
   st.lots[batch_state::account_key("t1", "a1")] = {lot};
-  reply r = st.decide(parse(
-      json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}}));
+  reply r = st.decide(
+      parse(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}}));
   EXPECT_EQ(json::parse(reply_json(r)), json::parse(R"({"status":"succeeded","command":"debit","biz_id":"d1",
     "replayed":false,"amount":80,"balance_after":20,"held_after":10,"version":4,"ledger_seq":77,
     "lots":[{"lot_id":1,"amount":80,"expires_at":"2027-01-01T00:00:00.000Z","rule_version":"r7"}]})"));
@@ -1055,8 +1055,8 @@ TEST(ReplyJson, RejectedShapeHasNullLedgerSeq) {
   batch_state st;
   st.accounts.emplace(batch_state::account_key("t1", "a1"),
                       account_row{"t1", "a1", 100, 10, account_status::active, 3, false, false});
-  reply r = st.decide(parse(
-      json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 91}}));
+  reply r = st.decide(
+      parse(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 91}}));
   EXPECT_EQ(json::parse(reply_json(r)), json::parse(R"({"status":"rejected","command":"debit","biz_id":"d1",
     "code":"insufficient_funds","replayed":false,"amount":0,"balance_after":100,"held_after":10,"version":3,
     "ledger_seq":null})"));

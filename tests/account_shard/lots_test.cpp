@@ -58,13 +58,13 @@ TEST(Allocate, TakesInConsumptionOrder) {
        taken{{2, 10}, {3, 10}, {1, 5}}},
       {"non-expiring last", {lot(1, 10, std::nullopt), lot(2, 10, now + hour)}, 15, taken{{2, 10}, {1, 5}}},
       {"ties by grant order", {lot(5, 10, now + hour), lot(4, 10, now + hour)}, 12, taken{{4, 10}, {5, 2}}},
-      {"non-expiring ties by grant order", {lot(3, 10, std::nullopt), lot(2, 10, std::nullopt)}, 11,
+      {"non-expiring ties by grant order",
+       {lot(3, 10, std::nullopt), lot(2, 10, std::nullopt)},
+       11,
        taken{{2, 10}, {3, 1}}},
-      {"held parts are not available", {lot(1, 10, now + hour, 8), lot(2, 10, std::nullopt)}, 5,
-       taken{{1, 2}, {2, 3}}},
+      {"held parts are not available", {lot(1, 10, now + hour, 8), lot(2, 10, std::nullopt)}, 5, taken{{1, 2}, {2, 3}}},
       {"a lot due at this instant is not used", {lot(1, 10, now), lot(2, 10, std::nullopt)}, 5, taken{{2, 5}}},
-      {"a lot due at this instant makes it insufficient", {lot(1, 10, now), lot(2, 4, std::nullopt)}, 5,
-       std::nullopt},
+      {"a lot due at this instant makes it insufficient", {lot(1, 10, now), lot(2, 4, std::nullopt)}, 5, std::nullopt},
       {"a lot one millisecond before its expiry is used", {lot(1, 10, now + 1)}, 10, taken{{1, 10}}},
       {"expired and exhausted lots are skipped",
        {lot(1, 10, now + hour, 0, lot_state::expired), lot(2, 0, std::nullopt, 0, lot_state::exhausted),
@@ -104,9 +104,9 @@ TEST(SplitCapture, ConsumesEarliestPartsAndReleasesTheRest) {
     taken consumed, released;
   };
   for (const auto& c : std::vector<row>{{20, {{2, 10}, {3, 10}}, {}},
-                                         {15, {{2, 10}, {3, 5}}, {{3, 5}}},
-                                         {10, {{2, 10}}, {{3, 10}}},
-                                         {4, {{2, 4}}, {{2, 6}, {3, 10}}}}) {
+                                        {15, {{2, 10}, {3, 5}}, {{3, 5}}},
+                                        {10, {{2, 10}}, {{3, 10}}},
+                                        {4, {{2, 4}}, {{2, 6}, {3, 10}}}}) {
     auto s = split_capture(held, c.take);
     EXPECT_EQ(ids(s.consumed), c.consumed) << "take " << c.take;
     EXPECT_EQ(ids(s.released), c.released) << "take " << c.take;
@@ -120,11 +120,11 @@ TEST(RefundParts, MostRecentlyConsumedFirstPastEarlierRefunds) {
     taken expected;
   };
   for (const auto& c : std::vector<row>{{0, 3, {{3, 3}}},
-                                         {0, 8, {{3, 5}, {2, 3}}},
-                                         {3, 4, {{3, 2}, {2, 2}}},
-                                         {5, 12, {{2, 10}, {1, 2}}},
-                                         {15, 10, {{1, 10}}},
-                                         {0, 25, {{3, 5}, {2, 10}, {1, 10}}}}) {
+                                        {0, 8, {{3, 5}, {2, 3}}},
+                                        {3, 4, {{3, 2}, {2, 2}}},
+                                        {5, 12, {{2, 10}, {1, 2}}},
+                                        {15, 10, {{1, 10}}},
+                                        {0, 25, {{3, 5}, {2, 10}, {1, 10}}}}) {
     EXPECT_EQ(ids(refund_parts(consumed, c.already, c.amount)), c.expected)
         << "already " << c.already << ", amount " << c.amount;
   }
@@ -313,8 +313,8 @@ TEST_F(Lots, RefundGoesBackToLotsAndExpiredPartsIntoAGraceLot) {
 
 TEST_F(Lots, TransferCreditGrantsOneLotPerExpiry) {
   json j = cmd("credit", "c1", 15);
-  j["lots"] = json::array({{{"amount", 10}, {"expires_at", "2027-01-01T00:00:00Z"}, {"rule_version", "p"}},
-                           {{"amount", 5}}});
+  j["lots"] =
+      json::array({{{"amount", 10}, {"expires_at", "2027-01-01T00:00:00Z"}, {"rule_version", "p"}}, {{"amount", 5}}});
   auto r = st.decide(parse(j));
   ASSERT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(ids(r.lots), (taken{{1, 10}, {2, 5}}));

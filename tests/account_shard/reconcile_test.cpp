@@ -29,12 +29,9 @@ std::vector<std::string> kinds(const account_reconciliation& r) {
 // reversal; rebuilt 70, snapshot 20 → difference 50, a duplicate.
 TEST(Reconcile, DesignWorkedExample) {
   const std::vector<entry_view> entries = {
-      e(1, "open_account", "open", 0),
-      e(2, "credit", "c1", 100),
-      e(3, "debit", "d1", -80),
-      e(4, "credit", "c2", 50),
-      e(5, "credit", "c2", 50),             // the same business key, a second effect
-      e(6, "reversal", "rev-c2", -50, 4),   // a legitimate reversing entry
+      e(1, "open_account", "open", 0),    e(2, "credit", "c1", 100), e(3, "debit", "d1", -80),
+      e(4, "credit", "c2", 50),           e(5, "credit", "c2", 50),  // the same business key, a second effect
+      e(6, "reversal", "rev-c2", -50, 4),                            // a legitimate reversing entry
   };
   auto r = reconcile_account("t1", "a1", 20, 0, 0, 0, entries);
   EXPECT_EQ(r.tenant, "t1");
@@ -192,11 +189,9 @@ TEST(Reconcile, DuplicatePlusUnexplainedRemainder) {
 
 TEST(Reconcile, EveryExtraEffectOfAKeyIsADuplicate) {
   const std::vector<entry_view> entries = {
-      e(1, "open_account", "open", 0),
-      e(2, "debit", "x", -10),
+      e(1, "open_account", "open", 0), e(2, "debit", "x", -10),
       e(3, "credit", "x", 100),  // another biz_type with the same id: another key
-      e(4, "debit", "x", -10),
-      e(5, "debit", "x", -10),
+      e(4, "debit", "x", -10),         e(5, "debit", "x", -10),
   };
   // The account really moved +100 - 10.
   auto r = reconcile_account("t1", "a1", 90, 0, 0, 0, entries);

@@ -20,7 +20,8 @@ inline std::vector<std::string> check_shard_promises(const std::string& db) {
       violations.push_back(line);
     }
   };
-  expect_none("negative", "SELECT tenant, account_id, balance, held FROM account WHERE balance < 0 OR held < 0 OR balance < held");
+  expect_none("negative",
+              "SELECT tenant, account_id, balance, held FROM account WHERE balance < 0 OR held < 0 OR balance < held");
   expect_none("balance != opening + sum(ledger)",
               "SELECT a.tenant, a.account_id, a.balance, coalesce(sum(l.delta), 0) FROM account a "
               "LEFT JOIN ledger_entry l USING (tenant, account_id) GROUP BY a.tenant, a.account_id, a.balance "
@@ -33,15 +34,17 @@ inline std::vector<std::string> check_shard_promises(const std::string& db) {
               "SELECT l.seq, l.biz_type, l.biz_id FROM ledger_entry l LEFT JOIN operation o "
               "USING (tenant, account_id, biz_type, biz_id) WHERE o.state IS DISTINCT FROM 'succeeded' "
               "OR o.ledger_seq IS DISTINCT FROM l.seq");
-  expect_none("operation naming a missing ledger entry",
-              "SELECT o.biz_type, o.biz_id, o.ledger_seq FROM operation o LEFT JOIN ledger_entry l ON l.seq = o.ledger_seq "
-              "WHERE o.ledger_seq IS NOT NULL AND l.seq IS NULL");
-  expect_none("outbox events != account versions",
-              "SELECT a.tenant, a.account_id, a.version, count(e.id), count(DISTINCT e.aggregate_version), "
-              "coalesce(max(e.aggregate_version), 0) FROM account a LEFT JOIN outbox_event e USING (tenant, account_id) "
-              "GROUP BY a.tenant, a.account_id, a.version "
-              "HAVING count(e.id) <> a.version OR count(DISTINCT e.aggregate_version) <> a.version "
-              "OR coalesce(max(e.aggregate_version), 0) <> a.version");
+  expect_none(
+      "operation naming a missing ledger entry",
+      "SELECT o.biz_type, o.biz_id, o.ledger_seq FROM operation o LEFT JOIN ledger_entry l ON l.seq = o.ledger_seq "
+      "WHERE o.ledger_seq IS NOT NULL AND l.seq IS NULL");
+  expect_none(
+      "outbox events != account versions",
+      "SELECT a.tenant, a.account_id, a.version, count(e.id), count(DISTINCT e.aggregate_version), "
+      "coalesce(max(e.aggregate_version), 0) FROM account a LEFT JOIN outbox_event e USING (tenant, account_id) "
+      "GROUP BY a.tenant, a.account_id, a.version "
+      "HAVING count(e.id) <> a.version OR count(DISTINCT e.aggregate_version) <> a.version "
+      "OR coalesce(max(e.aggregate_version), 0) <> a.version");
   expect_none("refunded beyond original", "SELECT biz_type, biz_id FROM operation WHERE refunded > amount");
   expect_none("lots != balance or held",
               "SELECT a.tenant, a.account_id, a.balance, a.held, coalesce(sum(l.remaining), 0), "

@@ -48,7 +48,9 @@ class load {
           } else {
             unknown_.push_back(cmd);  // lost reply or shard down: resend the same key later
             if (r.status == 0) {
-              struct timespec ts{0, 20'000'000};
+              struct timespec ts {
+                0, 20'000'000
+              };
               nanosleep(&ts, nullptr);
             }
           }
@@ -101,10 +103,12 @@ void seed(std::uint16_t port) {
   for (int i = 0; i < 20; ++i) {
     std::string a = "a" + std::to_string(i);
     batch["commands"].push_back({{"type", "open_account"}, {"tenant", "t1"}, {"account_id", a}});
-    batch["commands"].push_back({{"type", "credit"}, {"tenant", "t1"}, {"account_id", a}, {"biz_id", "seed"}, {"amount", 500}});
+    batch["commands"].push_back(
+        {{"type", "credit"}, {"tenant", "t1"}, {"account_id", a}, {"biz_id", "seed"}, {"amount", 500}});
   }
   batch["commands"].push_back({{"type", "open_account"}, {"tenant", "t1"}, {"account_id", "hot"}});
-  batch["commands"].push_back({{"type", "credit"}, {"tenant", "t1"}, {"account_id", "hot"}, {"biz_id", "seed"}, {"amount", 2000}});
+  batch["commands"].push_back(
+      {{"type", "credit"}, {"tenant", "t1"}, {"account_id", "hot"}, {"biz_id", "seed"}, {"amount", 2000}});
   ASSERT_EQ(c.call("POST", "/v1/batch", batch.dump()).status, 200);
 }
 
@@ -155,7 +159,13 @@ TEST(StandbyTakeover, StandbyServesWithinTwoSecondsOfTheWriterBeingKilledUnderLo
   ASSERT_NO_FATAL_FAILURE(start_seeded(writer));
   shard_process standby(db, port);
   standby.start();
-  ASSERT_TRUE(eventually([&] { return query_int(db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_try_advisory_lock%'") >= 1; }, 10s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return query_int(db,
+                         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE "
+                         "'%pg_try_advisory_lock%'") >= 1;
+      },
+      10s));
   load l(port, 6, 300);
   l.start();
   ASSERT_TRUE(eventually([&] { return l.acknowledged() >= 200; }, 20s));
@@ -193,7 +203,9 @@ TEST(Fencing, APausedWriterThatLostItsLockNeverWritesBesideTheNewOne) {
     auto r = to_old.call("POST", "/v1/commands", cmd.dump());
     EXPECT_NE(r.status, 200) << r.body;
   });
-  struct timespec ts{0, 100'000'000};
+  struct timespec ts {
+    0, 100'000'000
+  };
   nanosleep(&ts, nullptr);  // let the request reach the stopped process's socket
   ::kill(old_writer.pid(), SIGCONT);
   late.join();

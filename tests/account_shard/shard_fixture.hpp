@@ -16,7 +16,8 @@ namespace tally::test {
 
 using nlohmann::json;
 
-inline json command(std::string type, std::string account, std::string biz_id, std::int64_t amount = 0, json extra = {}) {
+inline json command(std::string type, std::string account, std::string biz_id, std::int64_t amount = 0,
+                    json extra = {}) {
   json c = {{"type", type}, {"tenant", "t1"}, {"account_id", account}};
   if (!biz_id.empty()) c["biz_id"] = biz_id;
   if (amount) c["amount"] = amount;
@@ -50,7 +51,9 @@ class ShardTest : public ::testing::Test {
   }
   void open(const std::string& account, std::int64_t credit = 0) {
     EXPECT_EQ(send(command("open_account", account, ""))["status"], "succeeded");
-    if (credit) { EXPECT_EQ(send(command("credit", account, "seed-" + account, credit))["status"], "succeeded"); }
+    if (credit) {
+      EXPECT_EQ(send(command("credit", account, "seed-" + account, credit))["status"], "succeeded");
+    }
   }
   std::int64_t balance(const std::string& account) {
     return query_int(db_, "SELECT balance FROM account WHERE account_id = '" + account + "'");

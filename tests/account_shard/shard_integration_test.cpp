@@ -28,7 +28,9 @@ TEST_F(ShardTest, TwoConcurrentDebitsOf80FromHundredOneSucceeds) {
   std::multiset<std::string> outcomes{replies[0]["status"], replies[1]["status"]};
   EXPECT_EQ(outcomes, (std::multiset<std::string>{"rejected", "succeeded"}));
   for (const auto& r : replies)
-    if (r["status"] == "rejected") { EXPECT_EQ(r["code"], "insufficient_funds"); }
+    if (r["status"] == "rejected") {
+      EXPECT_EQ(r["code"], "insufficient_funds");
+    }
   EXPECT_EQ(balance("alice"), 20);
   EXPECT_EQ(query_int(db_, "SELECT count(*) FROM ledger_entry WHERE biz_type = 'debit'"), 1);
 }
@@ -58,7 +60,8 @@ TEST_F(ShardTest, SameKeyTenTimesGivesOneEntryAndIdenticalReplies) {
   auto conflict = send(command("debit", "alice", "k1", 81));
   EXPECT_EQ(conflict["status"], "conflict");
   EXPECT_EQ(conflict["code"], "idempotency_conflict");
-  EXPECT_EQ(before, std::make_tuple(count("operation"), count("ledger_entry"), count("outbox_event"), balance("alice")));
+  EXPECT_EQ(before,
+            std::make_tuple(count("operation"), count("ledger_entry"), count("outbox_event"), balance("alice")));
 }
 
 TEST_F(ShardTest, StoredRejectionIsReplayed) {
@@ -189,7 +192,8 @@ TEST_F(ShardTest, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(client_->call("POST", "/v1/batch", batch.dump()).status, 400);
   EXPECT_EQ(client_->call("POST", "/v1/commands", std::string(2 * 1024 * 1024, ' ')).status, 413);
   EXPECT_EQ(client_->call("GET", "/v1/accounts/t1/bad%20id").status, 400);
-  EXPECT_EQ(client_->call("POST", "/v1/commands", command("credit", "alice", "c", 1).dump(), "wrong-token").status, 401);
+  EXPECT_EQ(client_->call("POST", "/v1/commands", command("credit", "alice", "c", 1).dump(), "wrong-token").status,
+            401);
   EXPECT_EQ(client_->call("POST", "/v1/nothing", "{}").status, 404);
   EXPECT_EQ(before, snapshot());
 }
@@ -222,7 +226,7 @@ TEST_F(ShardTest, BatchStatementsPlanAsProbesOnEmptyTables) {
       return n;
     };
     EXPECT_EQ(count("Index Scan"), count("Index Cond:")) << "an index read whole in the plan of " << text << "\n"
-                                                        << plan;
+                                                         << plan;
   }
 }
 
@@ -304,10 +308,15 @@ TEST_F(ShardTest, RandomConcurrentWorkloadKeepsEveryPromise) {
         json cmd;
         switch (rng() % 6) {
           case 0: cmd = command("credit", account, id, amount); break;
-          case 1: case 2: cmd = command("debit", account, id, amount); break;
+          case 1:
+          case 2: cmd = command("debit", account, id, amount); break;
           case 3: cmd = command("hold", account, id, amount); break;
-          case 4: cmd = command("capture", account, "w" + std::to_string(t) + "-" + std::to_string(i > 0 ? i - 1 : 0)); break;
-          default: cmd = command("release", account, "w" + std::to_string(t) + "-" + std::to_string(i > 1 ? i - 2 : 0)); break;
+          case 4:
+            cmd = command("capture", account, "w" + std::to_string(t) + "-" + std::to_string(i > 0 ? i - 1 : 0));
+            break;
+          default:
+            cmd = command("release", account, "w" + std::to_string(t) + "-" + std::to_string(i > 1 ? i - 2 : 0));
+            break;
         }
         auto r = c.call("POST", "/v1/commands", cmd.dump());
         if (r.status != 200) {
@@ -323,7 +332,8 @@ TEST_F(ShardTest, RandomConcurrentWorkloadKeepsEveryPromise) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  auto rows = query_rows(db_, "SELECT biz_type || '/' || account_id || '/' || biz_id, amount FROM operation WHERE state = 'succeeded'");
+  auto rows = query_rows(
+      db_, "SELECT biz_type || '/' || account_id || '/' || biz_id, amount FROM operation WHERE state = 'succeeded'");
   std::map<std::string, std::int64_t> stored;
   for (const auto& r : rows) stored[r[0]] = std::stoll(r[1]);
   for (const auto& [key, reply] : acknowledged) {

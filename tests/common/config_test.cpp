@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 // A config file that lives as long as the test.
 class temp_file {
  public:
-  explicit temp_file(const std::string& text) : path_(::testing::TempDir() + "config_test_" + std::to_string(::getpid()) + "_" + std::to_string(next_++)) {
+  explicit temp_file(const std::string& text)
+      : path_(::testing::TempDir() + "config_test_" + std::to_string(::getpid()) + "_" + std::to_string(next_++)) {
     std::ofstream(path_) << text;
   }
   ~temp_file() { std::remove(path_.c_str()); }
@@ -100,9 +101,9 @@ TEST(config_test, precedence_is_command_line_then_env_then_file) {
   scoped_env port("TCFG_D_HTTP_PORT", "9000");
   scoped_env name("TCFG_D_NAME", "from-env");
   const auto c = config::load("TCFG_D", f.path(), {"--http.port=9100"});
-  EXPECT_EQ(c.get_int("http.port", 0), 9100);        // command line beats env and file
-  EXPECT_EQ(c.get_string("name", ""), "from-env");    // env beats file
-  EXPECT_EQ(c.get_int("pg.pool_size", 0), 16);        // file beats fallback
+  EXPECT_EQ(c.get_int("http.port", 0), 9100);       // command line beats env and file
+  EXPECT_EQ(c.get_string("name", ""), "from-env");  // env beats file
+  EXPECT_EQ(c.get_int("pg.pool_size", 0), 16);      // file beats fallback
 }
 
 TEST(config_test, empty_environment_variable_counts_as_unset) {
@@ -113,8 +114,8 @@ TEST(config_test, empty_environment_variable_counts_as_unset) {
 
 TEST(config_test, from_args_takes_config_file_and_overrides) {
   temp_file f(sample);
-  std::vector<std::string> args = {"shard", "migrate", "--config=" + f.path(), "--http-port=1234",
-                                   "--pg.pool_size=4", "--pg.pool_size=5"};
+  std::vector<std::string> args = {
+      "shard", "migrate", "--config=" + f.path(), "--http-port=1234", "--pg.pool_size=4", "--pg.pool_size=5"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   const auto c = config::from_args("TCFG_F", static_cast<int>(argv.size()), argv.data());
@@ -159,8 +160,8 @@ TEST(config_test, get_int_accepts_signs_and_strings_holding_integers) {
 }
 
 TEST(config_test, get_bool_accepts_the_usual_spellings) {
-  const auto c = config::load("TCFG_J", "",
-                              {"--a=true", "--b=FALSE", "--c=1", "--d=0", "--e=yes", "--f=No", "--g=maybe"});
+  const auto c =
+      config::load("TCFG_J", "", {"--a=true", "--b=FALSE", "--c=1", "--d=0", "--e=yes", "--f=No", "--g=maybe"});
   EXPECT_TRUE(c.get_bool("a", false));
   EXPECT_FALSE(c.get_bool("b", true));
   EXPECT_TRUE(c.get_bool("c", false));

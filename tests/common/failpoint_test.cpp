@@ -61,8 +61,8 @@ TEST_F(failpoint_test, describe_renders_a_spec_that_arms_the_same) {
 
 TEST_F(failpoint_test, bad_specs_throw_and_change_nothing) {
   fp::arm("keep=error");
-  for (const char* bad : {"noequals", "=error", "x=explode", "x=crash@0", "x=crash@", "x=crash@2x", "x=delay:",
-                          "x=delay:-1", "ok=error,x=delay:abc"}) {
+  for (const char* bad : {"noequals", "=error", "x=explode", "x=crash@0", "x=crash@", "x=crash@2x",
+                          "x=delay:", "x=delay:-1", "ok=error,x=delay:abc"}) {
     EXPECT_THROW(fp::arm(bad), std::invalid_argument) << bad;
   }
   EXPECT_EQ(fp::describe(), "keep=error");  // not even "ok" from the last one

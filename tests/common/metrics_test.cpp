@@ -73,9 +73,10 @@ TEST(metrics_test, histogram_buckets_are_cumulative_with_inf_sum_and_count) {
   EXPECT_DOUBLE_EQ(h.sum(), 6.15);
   const auto text = r.render();
   EXPECT_THAT(text, HasSubstr("# TYPE lat_seconds histogram\n"));
-  for (const char* line : {"lat_seconds_bucket{op=\"hold\",le=\"0.1\"} 2\n", "lat_seconds_bucket{op=\"hold\",le=\"0.5\"} 3\n",
-                           "lat_seconds_bucket{op=\"hold\",le=\"1\"} 4\n", "lat_seconds_bucket{op=\"hold\",le=\"+Inf\"} 6\n",
-                           "lat_seconds_sum{op=\"hold\"} 6.15\n", "lat_seconds_count{op=\"hold\"} 6\n"})
+  for (const char* line :
+       {"lat_seconds_bucket{op=\"hold\",le=\"0.1\"} 2\n", "lat_seconds_bucket{op=\"hold\",le=\"0.5\"} 3\n",
+        "lat_seconds_bucket{op=\"hold\",le=\"1\"} 4\n", "lat_seconds_bucket{op=\"hold\",le=\"+Inf\"} 6\n",
+        "lat_seconds_sum{op=\"hold\"} 6.15\n", "lat_seconds_count{op=\"hold\"} 6\n"})
     EXPECT_THAT(text, HasSubstr(line));
 }
 

@@ -45,7 +45,8 @@ TEST_F(MigrateTest, AppliesInOrderOnceAndRecordsVersions) {
 TEST_F(MigrateTest, TwoProcessesAtOnceApplyEachMigrationOnce) {
   auto migrations = load(dir_);
   std::vector<std::future<outcome>> runs;
-  for (int i = 0; i < 4; ++i) runs.push_back(std::async(std::launch::async, [&] { return migrate::apply(db_, migrations); }));
+  for (int i = 0; i < 4; ++i)
+    runs.push_back(std::async(std::launch::async, [&] { return migrate::apply(db_, migrations); }));
   int applied = 0;
   for (auto& f : runs) applied += f.get().applied;
   EXPECT_EQ(applied, 2);

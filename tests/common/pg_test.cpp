@@ -64,10 +64,8 @@ TEST_F(PgTest, SqlStateIsMappedAndTheConnectionStaysUsable) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
     connection c(io.get_executor());
     co_await c.async_connect(*db_, 3s);
-    std::vector<statement> st{{"BEGIN", {}},
-                              {"INSERT INTO uniq VALUES (1)", {}},
-                              {"INSERT INTO uniq VALUES (1)", {}},
-                              {"SELECT 1", {}}};
+    std::vector<statement> st{
+        {"BEGIN", {}}, {"INSERT INTO uniq VALUES (1)", {}}, {"INSERT INTO uniq VALUES (1)", {}}, {"SELECT 1", {}}};
     std::vector<result> rs;
     auto err = co_await c.async_pipeline(st, rs, 3s);
     EXPECT_EQ(err.code, errc::unique_violation);

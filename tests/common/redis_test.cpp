@@ -74,7 +74,8 @@ TEST_F(RedisTest, ConcurrentCallersGetTheirOwnReplies) {
       asio::co_spawn(io, one, asio::detached);
     }
     asio::steady_timer t(io);
-    for (auto until = std::chrono::steady_clock::now() + 10s; finished < callers && std::chrono::steady_clock::now() < until;) {
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         finished < callers && std::chrono::steady_clock::now() < until;) {
       t.expires_after(5ms);
       co_await t.async_wait(asio::use_awaitable);
     }

@@ -26,8 +26,8 @@ class GatewayApi : public ::testing::Test {
     stack_options o;
     // Slow-header and ping tests need short timers; limits high enough not to interfere.
     o.gateway_args = {"--listen.header_timeout_ms=1000", "--stream.ping_interval_ms=300",
-                      "--limits.key_rate=100000", "--limits.key_burst=100000", "--limits.account_rate=100000",
-                      "--limits.account_burst=100000"};
+                      "--limits.key_rate=100000",        "--limits.key_burst=100000",
+                      "--limits.account_rate=100000",    "--limits.account_burst=100000"};
     system_ = new stack(o);
   }
   static void TearDownTestSuite() {
@@ -46,7 +46,8 @@ class GatewayApi : public ::testing::Test {
     auto id = unique_id("acct");
     EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}, key).status, 201);
     if (amount > 0) {
-      auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("fund")}}, key);
+      auto r = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("fund")}},
+                    key);
       EXPECT_EQ(r.json()["state"], "completed") << r.body;
     }
     return id;
@@ -212,7 +213,8 @@ TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
 TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
   const auto from = open_funded(100), to = open_funded(0);
   const auto other = open_funded(100);
-  auto t = post("/v1/transfers?wait_ms=5000", {{"from_account", from}, {"to_account", to}, {"amount", 40}, {"biz_id", unique_id("t")}});
+  auto t = post("/v1/transfers?wait_ms=5000",
+                {{"from_account", from}, {"to_account", to}, {"amount", 40}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(t.json()["state"], "completed") << t.body;
   EXPECT_EQ(t.json()["steps"].size(), 3u);
   const std::string transfer = t.json()["saga_id"];
@@ -226,16 +228,21 @@ TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
   EXPECT_EQ(overdraft.json()["steps"][0]["error"],
             (json{{"code", "insufficient_funds"}, {"message", "the shard refused the call: insufficient_funds"}}))
       << overdraft.body;
-  auto missing = post("/v1/transfers?wait_ms=5000",
-                      {{"from_account", from}, {"to_account", unique_id("ghost")}, {"amount", 1}, {"biz_id", unique_id("t")}});
+  auto missing =
+      post("/v1/transfers?wait_ms=5000",
+           {{"from_account", from}, {"to_account", unique_id("ghost")}, {"amount", 1}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(missing.json()["error"]["code"], "account_not_found") << missing.body;
-  auto refund = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 15}, {"biz_id", unique_id("r")}});
+  auto refund =
+      post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 15}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(refund.json()["state"], "completed") << refund.body;
   // A refund of a transfer takes the value back from its destination first.
-  auto short_of = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique_id("r")}});
+  auto short_of =
+      post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(short_of.json()["error"]["code"], "insufficient_funds") << short_of.body;
-  post("/v1/transfers?wait_ms=5000", {{"from_account", other}, {"to_account", to}, {"amount", 50}, {"biz_id", unique_id("t")}});
-  auto too_much = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique_id("r")}});
+  post("/v1/transfers?wait_ms=5000",
+       {{"from_account", other}, {"to_account", to}, {"amount", 50}, {"biz_id", unique_id("t")}});
+  auto too_much =
+      post("/v1/refunds?wait_ms=5000", {{"original_saga_id", transfer}, {"amount", 26}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(too_much.json()["state"], "failed");
   EXPECT_EQ(too_much.json()["error"]["code"], "refund_exceeds_original");
   EXPECT_EQ(account(from)["balance"], 75);
@@ -246,7 +253,8 @@ TEST_F(GatewayApi, TransfersRefundsAndBusinessFailures) {
 TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
   const auto a = open_funded(10), b = open_funded(10), poor = open_funded(0);
   auto ok = post("/v1/batch-deductions?wait_ms=5000",
-                 {{"biz_id", unique_id("class")}, {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", b}, {"amount", 2}}}}});
+                 {{"biz_id", unique_id("class")},
+                  {"items", {{{"account_id", a}, {"amount", 1}}, {{"account_id", b}, {"amount", 2}}}}});
   EXPECT_EQ(ok.json()["state"], "completed") << ok.body;
   auto refused = post("/v1/batch-deductions?wait_ms=5000",
                       {{"biz_id", unique_id("class")},
@@ -265,7 +273,8 @@ TEST_F(GatewayApi, BatchDeductionsAllOrNothing) {
 TEST_F(GatewayApi, RevokesOfBatchItemsAndTheirRefusals) {
   const auto a = open_funded(10), b = open_funded(10);
   auto batch = post("/v1/batch-deductions?wait_ms=5000",
-                    {{"biz_id", unique_id("class")}, {"items", {{{"account_id", a}, {"amount", 4}}, {{"account_id", b}, {"amount", 6}}}}});
+                    {{"biz_id", unique_id("class")},
+                     {"items", {{{"account_id", a}, {"amount", 4}}, {{"account_id", b}, {"amount", 6}}}}});
   ASSERT_EQ(batch.json()["state"], "completed") << batch.body;
   const std::string original = batch.json()["saga_id"];
   const auto before_a = ledger(a), before_b = ledger(b);
@@ -276,17 +285,20 @@ TEST_F(GatewayApi, RevokesOfBatchItemsAndTheirRefusals) {
   };
 
   const auto ghost = unique_id("r");
-  expect_error(post("/v1/refunds", {{"original_saga_id", original}, {"account_id", unique_id("nobody")}, {"biz_id", ghost}}),
-               404, "not_found");
+  expect_error(
+      post("/v1/refunds", {{"original_saga_id", original}, {"account_id", unique_id("nobody")}, {"biz_id", ghost}}),
+      404, "not_found");
   EXPECT_EQ(refunds_named(ghost), 0u);
   const auto foreign = unique_id("r");
-  expect_error(post("/v1/refunds", {{"original_saga_id", original}, {"account_id", a}, {"biz_id", foreign}}, globex_app_key),
-               404, "not_found");
+  expect_error(
+      post("/v1/refunds", {{"original_saga_id", original}, {"account_id", a}, {"biz_id", foreign}}, globex_app_key),
+      404, "not_found");
   const auto vague = unique_id("r");
   expect_error(post("/v1/refunds", {{"original_saga_id", original}, {"amount", 1}, {"biz_id", vague}}), 400,
                "invalid_request");
   EXPECT_EQ(refunds_named(vague), 0u);
-  auto over = post("/v1/refunds?wait_ms=5000", {{"original_saga_id", original}, {"account_id", a}, {"amount", 5}, {"biz_id", unique_id("r")}});
+  auto over = post("/v1/refunds?wait_ms=5000",
+                   {{"original_saga_id", original}, {"account_id", a}, {"amount", 5}, {"biz_id", unique_id("r")}});
   EXPECT_EQ(over.json()["state"], "failed") << over.body;
   EXPECT_EQ(over.json()["error"]["code"], "refund_exceeds_original");
   EXPECT_EQ(ledger(a), before_a);
@@ -357,7 +369,7 @@ TEST_F(GatewayApi, SagasAreFoundByIdAndBusinessKey) {
 TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
   const std::string op = acme_operator_key;
   for (const auto& id : std::vector<std::string>{"sg_01JF0000000000000000000000", "sg_0123456789abcdef01234567",
-                                                "not-a-saga", "%FF", std::string(100, 'x')}) {
+                                                 "not-a-saga", "%FF", std::string(100, 'x')}) {
     expect_error(call("GET", "/v1/sagas/" + id), 404, "not_found");
     expect_error(call("GET", "/v1/sagas/" + id + "?consistency=strong"), 404, "not_found");
     expect_error(call("GET", "/v1/sagas/" + id + "?wait_ms=10"), 404, "not_found");
@@ -368,10 +380,12 @@ TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
     expect_error(call("POST", "/v1/admin/sagas/" + id + "/abort", "{}", op), 404, "not_found");
   }
   const auto biz = unique_id("r");
-  expect_error(post("/v1/refunds", {{"original_saga_id", "sg_0123456789abcdef01234567"}, {"amount", 1}, {"biz_id", biz}}),
-               400, "invalid_request");
-  expect_error(post("/v1/refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", biz}}),
-               404, "not_found");
+  expect_error(
+      post("/v1/refunds", {{"original_saga_id", "sg_0123456789abcdef01234567"}, {"amount", 1}, {"biz_id", biz}}), 400,
+      "invalid_request");
+  expect_error(
+      post("/v1/refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", biz}}), 404,
+      "not_found");
   EXPECT_EQ(call("GET", "/v1/sagas?type=refund&biz_id=" + biz).json()["sagas"].size(), 0u);
 }
 
@@ -382,11 +396,11 @@ TEST_F(GatewayApi, ActionsRefuseABodyAndChangeNothing) {
   const auto held = held_deduction(id, 30);
   const std::string saga = held["saga_id"];
   const auto before = ledger(id);
-  for (const auto& [action, key] : std::vector<std::pair<std::string, std::string>>{
-           {"/v1/deductions/" + saga + "/confirm", acme_app_key},
-           {"/v1/deductions/" + saga + "/cancel", acme_app_key},
-           {"/v1/admin/sagas/" + saga + "/retry", acme_operator_key},
-           {"/v1/admin/sagas/" + saga + "/abort", acme_operator_key}})
+  for (const auto& [action, key] :
+       std::vector<std::pair<std::string, std::string>>{{"/v1/deductions/" + saga + "/confirm", acme_app_key},
+                                                        {"/v1/deductions/" + saga + "/cancel", acme_app_key},
+                                                        {"/v1/admin/sagas/" + saga + "/retry", acme_operator_key},
+                                                        {"/v1/admin/sagas/" + saga + "/abort", acme_operator_key}})
     for (const char* body : {R"({"amount":1})", "[]", "{", "null", R"("{}")", "{}{}"})
       expect_error(call("POST", action, body, key), 400, "invalid_request");
   auto after = call("GET", "/v1/sagas/" + saga + "?consistency=strong");
@@ -407,7 +421,9 @@ TEST_F(GatewayApi, SagasAreListedAPageAtATime) {
   const auto biz = unique_id("paged");  // one biz_id names one saga per type
   const std::set<std::string> created{
       post("/v1/credits", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}}).json()["saga_id"].get<std::string>(),
-      post("/v1/deductions", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}}).json()["saga_id"].get<std::string>(),
+      post("/v1/deductions", {{"account_id", from}, {"amount", 1}, {"biz_id", biz}})
+          .json()["saga_id"]
+          .get<std::string>(),
       post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 1}, {"biz_id", biz}})
           .json()["saga_id"]
           .get<std::string>()};
@@ -481,17 +497,19 @@ TEST_F(GatewayApi, BadInputIsRefusedAndChangesNothing) {
       {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5.5,"biz_id":")" + biz + "\"}"},
       {"/v1/credits", R"({"account_id":")" + id + R"(","amount":0,"biz_id":")" + biz + "\"}"},
       {"/v1/credits", R"({"account_id":")" + id + R"(","amount":1000000000000001,"biz_id":")" + biz + "\"}"},
-      {"/v1/credits", R"({"account_id":")" + id + R"(","amount":123456789012345678901234567890,"biz_id":")" + biz + "\"}"},
+      {"/v1/credits",
+       R"({"account_id":")" + id + R"(","amount":123456789012345678901234567890,"biz_id":")" + biz + "\"}"},
       {"/v1/credits", R"({"account_id":"bad id!","amount":5,"biz_id":")" + biz + "\"}"},
       {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + std::string(65, 'x') + "\"}"},
       {"/v1/credits", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz + R"(","colour":"red"})"},
       {"/v1/credits", R"({"amount":5,"biz_id":")" + biz + "\"}"},
       {"/v1/credits", "[]"},
       {"/v1/deductions", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz + R"(","hold_timeout_ms":-1})"},
-      {"/v1/transfers", R"({"from_account":")" + id + R"(","to_account":")" + id + R"(","amount":5,"biz_id":")" + biz + "\"}"},
+      {"/v1/transfers",
+       R"({"from_account":")" + id + R"(","to_account":")" + id + R"(","amount":5,"biz_id":")" + biz + "\"}"},
       {"/v1/batch-deductions", R"({"biz_id":")" + biz + R"(","items":[]})"},
-      {"/v1/batch-deductions", R"({"biz_id":")" + biz + R"(","items":[{"account_id":")" + id + R"(","amount":1},{"account_id":")" +
-                                   id + R"(","amount":1}]})"},
+      {"/v1/batch-deductions", R"({"biz_id":")" + biz + R"(","items":[{"account_id":")" + id +
+                                   R"(","amount":1},{"account_id":")" + id + R"(","amount":1}]})"},
       {"/v1/refunds", R"({"original_saga_id":"nope","amount":5,"biz_id":")" + biz + "\"}"},
       {"/v1/accounts", R"({"account_id":""})"},
       {"/v1/credits?wait_ms=abc", R"({"account_id":")" + id + R"(","amount":5,"biz_id":")" + biz + "\"}"},
@@ -616,7 +634,8 @@ TEST_F(GatewayApi, OperatorToolsEndpoints) {
   for (const auto& svc : services)
     if (svc["ready"] == true) ready.insert(svc["name"]);
   EXPECT_EQ(ready, (std::set<std::string>{"gateway", "orchestrator", "shard 0", "shard 1", "relay"})) << health.body;
-  for (const char* figure : {"sagas_started", "sagas_finished", "upstream_failures", "rate_limited", "relay_lag_seconds"})
+  for (const char* figure :
+       {"sagas_started", "sagas_finished", "upstream_failures", "rate_limited", "relay_lag_seconds"})
     EXPECT_TRUE(health.json()["metrics"][figure].is_number()) << figure << " " << health.body;
   EXPECT_GE(health.json()["metrics"]["sagas_started"], 2);
 
@@ -702,7 +721,8 @@ TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
   EXPECT_EQ(current["type"], "account") << current;
   EXPECT_EQ(current["account"]["balance"], 100) << current;
   std::int64_t version = current["account"]["version"];
-  auto held = post("/v1/deductions", {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
+  auto held = post("/v1/deductions",
+                   {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
   const std::string saga = held.json()["saga_id"];
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"sagas", {saga}}}.dump()));
   ASSERT_TRUE(eventually([&] {
@@ -737,7 +757,8 @@ TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
 TEST_F(GatewayApi, StreamAnswersBadMessagesAndPings) {
   ws_client ws(system_->gateway_port(), std::string("/v1/stream?api_key=") + acme_app_key);
   ASSERT_EQ(ws.status(), 101);
-  for (const char* bad : {"{", R"({"op":"dance"})", R"({"op":"subscribe","accounts":["a/b"]})", R"({"op":"subscribe"})"}) {
+  for (const char* bad :
+       {"{", R"({"op":"dance"})", R"({"op":"subscribe","accounts":["a/b"]})", R"({"op":"subscribe"})"}) {
     ASSERT_TRUE(ws.send(bad));
     auto f = next_state(ws);
     EXPECT_EQ(f["type"], "error") << bad;
@@ -789,9 +810,11 @@ std::string hours_from_now(int hours) {
 TEST_F(GatewayApi, CreditsGrantLotsConsumedFirstToExpireWithTheNextExpiryShown) {
   const auto id = open_funded(0);
   const auto at = hours_from_now(2);
-  auto expiring = post("/v1/credits?wait_ms=5000",
-                       {{"account_id", id}, {"amount", 10}, {"biz_id", unique_id("grant")}, {"expires_at", at},
-                        {"rule_version", "promo-7"}});
+  auto expiring = post("/v1/credits?wait_ms=5000", {{"account_id", id},
+                                                    {"amount", 10},
+                                                    {"biz_id", unique_id("grant")},
+                                                    {"expires_at", at},
+                                                    {"rule_version", "promo-7"}});
   ASSERT_EQ(expiring.json()["state"], "completed") << expiring.body;
   EXPECT_EQ(expiring.json()["input"]["expires_at"], at);
   EXPECT_EQ(expiring.json()["input"]["rule_version"], "promo-7");
@@ -842,8 +865,8 @@ TEST_F(GatewayApi, ATransferKeepsItsSourcesExpiries) {
     if (!expires.is_null()) body["expires_at"] = expires;
     ASSERT_EQ(post("/v1/credits?wait_ms=5000", body).json()["state"], "completed");
   }
-  auto t = post("/v1/transfers?wait_ms=5000", {{"from_account", from}, {"to_account", to}, {"amount", 25},
-                                              {"biz_id", unique_id("t")}});
+  auto t = post("/v1/transfers?wait_ms=5000",
+                {{"from_account", from}, {"to_account", to}, {"amount", 25}, {"biz_id", unique_id("t")}});
   ASSERT_EQ(t.json()["state"], "completed") << t.body;
   const auto lots = call("GET", "/v1/accounts/" + to + "/lots").json()["lots"];
   ASSERT_EQ(lots.size(), 3u) << lots;

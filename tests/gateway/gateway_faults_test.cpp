@@ -93,7 +93,8 @@ TEST(RateLimits, BurstsGet429AndAHotAccountDoesNotSlowOthers) {
       EXPECT_FALSE(hot.header("retry-after").empty());
     }
     if (i % 3 == 0) {
-      auto calm = a.post("/v1/credits", {{"account_id", "calm-" + std::to_string(i)}, {"amount", 1}, {"biz_id", unique_id("c")}});
+      auto calm = a.post("/v1/credits",
+                         {{"account_id", "calm-" + std::to_string(i)}, {"amount", 1}, {"biz_id", unique_id("c")}});
       if (calm.status == 200 || calm.status == 202) ++calm_accepted;
     }
   }
@@ -113,10 +114,12 @@ TEST(RedisFaults, WritesGoOnReadsFallBackAndProjectionsAreRebuilt) {
 
   s.redis().kill9();
   // Writes keep working.
-  auto t = a.post("/v1/transfers?wait_ms=5000",
-                  {{"from_account", accounts[0]}, {"to_account", accounts[1]}, {"amount", 30}, {"biz_id", unique_id("t")}});
+  auto t =
+      a.post("/v1/transfers?wait_ms=5000",
+             {{"from_account", accounts[0]}, {"to_account", accounts[1]}, {"amount", 30}, {"biz_id", unique_id("t")}});
   EXPECT_EQ(t.json()["state"], "completed") << t.body;
-  auto given = a.post("/v1/credits?wait_ms=5000", {{"account_id", accounts[2]}, {"amount", 5}, {"biz_id", unique_id("c")}});
+  auto given =
+      a.post("/v1/credits?wait_ms=5000", {{"account_id", accounts[2]}, {"amount", 5}, {"biz_id", unique_id("c")}});
   EXPECT_EQ(given.json()["state"], "completed") << given.body;
   // A completed credit is read from the projection once there is one (a
   // completed transfer always from the orchestrator: its refunds change it).
@@ -150,10 +153,12 @@ TEST(RedisFaults, WritesGoOnReadsFallBackAndProjectionsAreRebuilt) {
   // Redis comes back empty: the relay rebuilds every projection from the ledgers.
   s.redis().start();
   for (const auto& id : accounts) EXPECT_TRUE(eventually([&] { return a.projected_equals_ledger(id); }, 20s)) << id;
-  EXPECT_TRUE(eventually([&] {
-    auto r = a.call("GET", "/v1/sagas/" + credit);
-    return r.header("x-tally-read") == "projection" && r.json()["state"] == "completed";
-  }, 20s));
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto r = a.call("GET", "/v1/sagas/" + credit);
+        return r.header("x-tally-read") == "projection" && r.json()["state"] == "completed";
+      },
+      20s));
 }
 
 // Redis replaced a second time while the relay rebuilds the first loss: the
@@ -168,8 +173,8 @@ TEST(RedisFaults, ReplacedAgainDuringARebuildEveryProjectionComesBack) {
   std::vector<std::string> accounts, sagas;
   for (int i = 0; i < 8; ++i) {
     accounts.push_back(a.open_funded(0));
-    auto r = a.post("/v1/credits?wait_ms=5000", {{"account_id", accounts.back()}, {"amount", 10 + i},
-                                                  {"biz_id", unique_id("c")}});
+    auto r = a.post("/v1/credits?wait_ms=5000",
+                    {{"account_id", accounts.back()}, {"amount", 10 + i}, {"biz_id", unique_id("c")}});
     EXPECT_EQ(r.json()["state"], "completed") << r.body;
     sagas.push_back(r.json()["saga_id"]);
   }
@@ -238,7 +243,8 @@ TEST(RelayFaults, KilledBetweenDeliveryAndCursorLosesNothingAndRepeatsNothing) {
   ASSERT_EQ(ws.status(), 101);
   ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"sagas", {saga}}}.dump()));
   a.call("POST", "/v1/deductions/" + saga + "/confirm", "{}");
-  auto t = a.post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 25}, {"biz_id", unique_id("t")}});
+  auto t =
+      a.post("/v1/transfers", {{"from_account", from}, {"to_account", to}, {"amount", 25}, {"biz_id", unique_id("t")}});
 
   s.relay().set_env("TALLY_FAILPOINTS", "");
   s.relay().start();

@@ -23,8 +23,9 @@ std::string refused_keys(const std::string& spec) {
 }
 
 TEST(ApiKeys, AuthenticateByHashToTenantAndRole) {
-  const auto keys = keys_of("acme:app:" + digest::sha256_hex("key-a") + ";acme:operator:" +
-                            digest::sha256_hex("key-o") + ";other:app:" + digest::sha256_hex("key-x"));
+  const auto keys =
+      keys_of("acme:app:" + digest::sha256_hex("key-a") + ";acme:operator:" + digest::sha256_hex("key-o") +
+              ";other:app:" + digest::sha256_hex("key-x"));
   auto a = keys.authenticate("key-a");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->tenant, "acme");
@@ -45,7 +46,8 @@ TEST(ApiKeys, RefuseBadConfiguration) {
   EXPECT_EQ(refused_keys(""), "no api keys configured");
   EXPECT_EQ(refused_keys("acme:app"), "api key entries are tenant:role:sha256hex, got one with 8 characters");
   EXPECT_EQ(refused_keys("acme:admin:" + h), "api key role must be app or operator");
-  EXPECT_EQ(refused_keys("acme:app:" + h.substr(1)), "api key hash must be 64 lowercase hex digits (SHA-256 of the key)");
+  EXPECT_EQ(refused_keys("acme:app:" + h.substr(1)),
+            "api key hash must be 64 lowercase hex digits (SHA-256 of the key)");
   EXPECT_EQ(refused_keys("a/b:app:" + h), "api key entry with a bad tenant id");
   EXPECT_EQ(refused_keys("a:app:" + h + ";b:app:" + h), "the same api key hash is configured twice");
 }
@@ -104,7 +106,8 @@ std::string refused_write(write_kind k, const std::string& body) {
 }
 
 TEST(Requests, WritesNameTheirAccounts) {
-  auto t = check_write(write_kind::transfer, "acme", R"({"from_account":"a","to_account":"b","amount":5,"biz_id":"t1"})");
+  auto t =
+      check_write(write_kind::transfer, "acme", R"({"from_account":"a","to_account":"b","amount":5,"biz_id":"t1"})");
   ASSERT_TRUE(std::holds_alternative<accepted_write>(t));
   EXPECT_EQ(std::get<accepted_write>(t).accounts, (std::vector<std::string>{"a", "b"}));
   auto b = check_write(write_kind::batch_deduct, "acme",
@@ -176,7 +179,8 @@ TEST(StreamMessages, FramesAndTopics) {
   EXPECT_EQ(state_frame(true, R"({"saga_id":"s"})"), R"({"type":"saga","saga":{"saga_id":"s"}})");
   EXPECT_EQ(state_frame(false, R"({"balance":1})"), R"({"type":"account","account":{"balance":1}})");
   EXPECT_EQ(ping_frame(), R"({"type":"ping"})");
-  EXPECT_EQ(error_frame("invalid_request", "x"), R"({"error":{"code":"invalid_request","message":"x"},"type":"error"})");
+  EXPECT_EQ(error_frame("invalid_request", "x"),
+            R"({"error":{"code":"invalid_request","message":"x"},"type":"error"})");
   // Tenants never share a topic, even with ':' in ids.
   EXPECT_NE(account_topic("a:b", "c"), account_topic("a", "b:c"));
   EXPECT_NE(account_topic("t", "x"), saga_topic("t", "x"));

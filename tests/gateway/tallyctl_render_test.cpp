@@ -20,7 +20,10 @@ TEST(TallyctlRender, TablesPadEveryColumnToItsWidestCell) {
 
 TEST(TallyctlRender, ASagaListSaysWhereTheNextPageStarts) {
   const json page = {{"sagas",
-                      {{{"saga_id", "sg_1"}, {"type", "transfer"}, {"state", "failed"}, {"biz_id", "t-1"},
+                      {{{"saga_id", "sg_1"},
+                        {"type", "transfer"},
+                        {"state", "failed"},
+                        {"biz_id", "t-1"},
                         {"created_at", "2026-12-03T10:00:00.000Z"},
                         {"error", {{"code", "insufficient_funds"}, {"message", "no"}}}}}},
                      {"next", "sg_1"}};
@@ -33,14 +36,32 @@ TEST(TallyctlRender, ASagaListSaysWhereTheNextPageStarts) {
 
 TEST(TallyctlRender, ATimelineListsEveryAttemptInTheOrderSent) {
   const json saga = {
-      {"saga_id", "sg_2"}, {"type", "transfer"}, {"biz_id", "t-2"}, {"state", "compensated"},
-      {"input", {{"amount", 5}}}, {"error", {{"code", "deadline_exceeded"}, {"message", "late"}}},
+      {"saga_id", "sg_2"},
+      {"type", "transfer"},
+      {"biz_id", "t-2"},
+      {"state", "compensated"},
+      {"input", {{"amount", 5}}},
+      {"error", {{"code", "deadline_exceeded"}, {"message", "late"}}},
       {"steps", {{{"name", "hold_source"}, {"state", "compensated"}, {"attempts", 2}, {"error", nullptr}}}},
       {"history",
-       {{{"sent_at", "T1"}, {"step", "hold_source"}, {"item", 0}, {"compensation", false}, {"attempt", 1},
-         {"shard", "s0"}, {"outcome", "succeeded"}, {"code", nullptr}, {"answered_at", "T2"}},
-        {{"sent_at", "T3"}, {"step", "hold_source"}, {"item", 0}, {"compensation", true}, {"attempt", 1},
-         {"shard", "s0"}, {"outcome", nullptr}, {"code", nullptr}, {"answered_at", nullptr}}}}};
+       {{{"sent_at", "T1"},
+         {"step", "hold_source"},
+         {"item", 0},
+         {"compensation", false},
+         {"attempt", 1},
+         {"shard", "s0"},
+         {"outcome", "succeeded"},
+         {"code", nullptr},
+         {"answered_at", "T2"}},
+        {{"sent_at", "T3"},
+         {"step", "hold_source"},
+         {"item", 0},
+         {"compensation", true},
+         {"attempt", 1},
+         {"shard", "s0"},
+         {"outcome", nullptr},
+         {"code", nullptr},
+         {"answered_at", nullptr}}}}};
   const auto text = saga_timeline(saga);
   EXPECT_THAT(text, HasSubstr("transfer saga sg_2 (biz_id t-2)"));
   EXPECT_THAT(text, HasSubstr("deadline_exceeded: late"));
@@ -53,16 +74,20 @@ TEST(TallyctlRender, ATimelineListsEveryAttemptInTheOrderSent) {
 }
 
 TEST(TallyctlRender, AccountsEntriesLotsAndReports) {
-  EXPECT_THAT(account({{"account_id", "alice"}, {"balance", 70}, {"next_expiry", nullptr}}), HasSubstr("balance      70"));
-  EXPECT_THAT(entries({{"entries", {{{"seq", 3}, {"biz_type", "credit"}, {"biz_id", "c"}, {"delta", 5}}}},
-                       {"next", 3}}),
-              HasSubstr("next page: 3"));
+  EXPECT_THAT(account({{"account_id", "alice"}, {"balance", 70}, {"next_expiry", nullptr}}),
+              HasSubstr("balance      70"));
+  EXPECT_THAT(
+      entries({{"entries", {{{"seq", 3}, {"biz_type", "credit"}, {"biz_id", "c"}, {"delta", 5}}}}, {"next", 3}}),
+      HasSubstr("next page: 3"));
   EXPECT_THAT(lots({{"lots", {{{"lot_id", 1}, {"state", "open"}, {"expires_at", nullptr}}}}, {"next", nullptr}}),
               HasSubstr("1    open"));
-  EXPECT_THAT(reconciliation_reports({{"reports", {{{"report_id", 9}, {"shard", 0}, {"classes", {{"duplicate", 1}}},
-                                                    {"frozen", {"bob"}}}}}}),
-              HasSubstr("{\"duplicate\":1}"));
-  const auto run = reconciliation_run({{"watermark", 12}, {"accounts", 3}, {"differences", 1},
+  EXPECT_THAT(
+      reconciliation_reports(
+          {{"reports", {{{"report_id", 9}, {"shard", 0}, {"classes", {{"duplicate", 1}}}, {"frozen", {"bob"}}}}}}),
+      HasSubstr("{\"duplicate\":1}"));
+  const auto run = reconciliation_run({{"watermark", 12},
+                                       {"accounts", 3},
+                                       {"differences", 1},
                                        {"accounts_with_differences", {{{"account_id", "bob"}, {"difference", 2}}}},
                                        {"frozen", {{{"account_id", "bob"}}}}});
   EXPECT_THAT(run, HasSubstr("watermark 12: 3 accounts, 1 with differences"));
@@ -75,7 +100,8 @@ TEST(TallyctlUrl, OnlyHttpHostAndPort) {
   EXPECT_EQ(e->host, "127.0.0.1");
   EXPECT_EQ(e->port, 8080);
   EXPECT_EQ(parse_url("http://gateway/")->port, 80);
-  for (const char* bad : {"https://x:1", "127.0.0.1:8080", "http://x:1/v1", "http://x:1?a=b", "http://:1", "", "http://x:0"})
+  for (const char* bad :
+       {"https://x:1", "127.0.0.1:8080", "http://x:1/v1", "http://x:1?a=b", "http://:1", "", "http://x:0"})
     EXPECT_FALSE(parse_url(bad)) << bad;
 }
 

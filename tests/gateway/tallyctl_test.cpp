@@ -59,7 +59,8 @@ class Tallyctl : public ::testing::Test {
     for (const auto& a : args) cmd += " " + quoted(a);
     cmd += " >" + base.string() + ".out 2>" + base.string() + ".err";
     const int status = std::system(cmd.c_str());
-    run_result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base.string() + ".out"), slurp(base.string() + ".err")};
+    run_result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base.string() + ".out"),
+                 slurp(base.string() + ".err")};
     std::filesystem::remove(base.string() + ".out");
     std::filesystem::remove(base.string() + ".err");
     return r;
@@ -73,7 +74,9 @@ class Tallyctl : public ::testing::Test {
     const auto id = unique_id("acct");
     EXPECT_EQ(post("/v1/accounts", {{"account_id", id}}).status, 201);
     if (amount > 0) {
-      EXPECT_EQ(tallyctl({"credit", "--account", id, "--amount", std::to_string(amount), "--biz-id", unique_id("c")}).exit, 0);
+      EXPECT_EQ(
+          tallyctl({"credit", "--account", id, "--amount", std::to_string(amount), "--biz-id", unique_id("c")}).exit,
+          0);
     }
     return id;
   }
@@ -118,7 +121,8 @@ TEST_F(Tallyctl, WritesAndReadsAsTablesOrJson) {
   ASSERT_EQ(moved.exit, 0) << moved.err;
   const auto transfer = json::parse(moved.out);
   EXPECT_EQ(transfer["state"], "completed");
-  auto back = tallyctl({"--json", "refund", "--original", transfer["saga_id"], "--amount", "15", "--biz-id", unique_id("r")});
+  auto back =
+      tallyctl({"--json", "refund", "--original", transfer["saga_id"], "--amount", "15", "--biz-id", unique_id("r")});
   ASSERT_EQ(back.exit, 0) << back.err;
   EXPECT_EQ(json::parse(back.out)["refunded"]["amount"], 15);
   auto debit = tallyctl({"--json", "deduct", "--account", to, "--amount", "5", "--biz-id", unique_id("d")});
@@ -145,7 +149,8 @@ TEST_F(Tallyctl, OperatorsFindInspectWatchAndRepairSagas) {
   run_result watched;
   const auto out = std::filesystem::temp_directory_path() / unique_id("watch");
   std::thread watcher([&] { watched = tallyctl({"sagas", "watch", saga}, acme_operator_key, "", out); });
-  EXPECT_TRUE(eventually([&] { return slurp(out.string() + ".out").find("awaiting_confirmation") != std::string::npos; }));
+  EXPECT_TRUE(
+      eventually([&] { return slurp(out.string() + ".out").find("awaiting_confirmation") != std::string::npos; }));
   auto confirmed = post("/v1/deductions/" + saga + "/confirm?wait_ms=5000", json::object());
   EXPECT_EQ(confirmed.json()["state"], "completed") << confirmed.body;
   watcher.join();

@@ -38,8 +38,8 @@ struct cluster {
       shard_dbs.push_back(create_database("orch_shard"));
       shards.push_back(std::make_unique<shard_process>(shard_dbs.back(), free_port()));
       shards.back()->start();
-      routes += (i ? ";" : "") + std::string("s") + std::to_string(i) + "=127.0.0.1:" +
-                std::to_string(shards.back()->port());
+      routes +=
+          (i ? ";" : "") + std::string("s") + std::to_string(i) + "=127.0.0.1:" + std::to_string(shards.back()->port());
     }
     saga_db = create_database("orch_sagas");
     for (auto& s : shards) EXPECT_TRUE(s->wait_ready()) << s->log_path();
@@ -76,7 +76,10 @@ struct cluster {
     ASSERT_EQ(r.status, 200) << r.body;
     if (balance > 0) {
       r = c.call("POST", "/v1/commands",
-                 nlohmann::json{{"type", "credit"}, {"tenant", tenant}, {"account_id", account}, {"biz_id", "opening"},
+                 nlohmann::json{{"type", "credit"},
+                                {"tenant", tenant},
+                                {"account_id", account},
+                                {"biz_id", "opening"},
                                 {"amount", balance}}
                      .dump());
       ASSERT_EQ(r.status, 200) << r.body;
@@ -115,17 +118,18 @@ struct cluster {
     // Conservation: what the completed sagas say moved in or out, against the shards.
     std::int64_t expected = 0;
     for (const auto& [a, b] : opened) expected += b;
-    expected += query_int(saga_db,
-                          "SELECT coalesce(sum(CASE type WHEN 'credit' THEN (input->>'amount')::bigint"
-                          // What a refund gave back is in its calls' progress ("a"); a
-                          // transfer's refund moves value back between two accounts.
-                          " WHEN 'refund' THEN CASE WHEN workflow IN ('refund', 'revoke_items') THEN"
-                          "   (SELECT coalesce(sum((c->>'a')::bigint), 0) FROM json_array_elements(progress->'calls') st,"
-                          "    json_array_elements(st) c) ELSE 0 END"
-                          " WHEN 'deduct' THEN -(input->>'amount')::bigint"
-                          " WHEN 'batch_deduct' THEN -(SELECT sum((i->>'amount')::bigint)"
-                          "   FROM jsonb_array_elements(input->'items') i) ELSE 0 END), 0)"
-                          " FROM saga WHERE state = 'completed'");
+    expected +=
+        query_int(saga_db,
+                  "SELECT coalesce(sum(CASE type WHEN 'credit' THEN (input->>'amount')::bigint"
+                  // What a refund gave back is in its calls' progress ("a"); a
+                  // transfer's refund moves value back between two accounts.
+                  " WHEN 'refund' THEN CASE WHEN workflow IN ('refund', 'revoke_items') THEN"
+                  "   (SELECT coalesce(sum((c->>'a')::bigint), 0) FROM json_array_elements(progress->'calls') st,"
+                  "    json_array_elements(st) c) ELSE 0 END"
+                  " WHEN 'deduct' THEN -(input->>'amount')::bigint"
+                  " WHEN 'batch_deduct' THEN -(SELECT sum((i->>'amount')::bigint)"
+                  "   FROM jsonb_array_elements(input->'items') i) ELSE 0 END), 0)"
+                  " FROM saga WHERE state = 'completed'");
     if (balances != expected)
       v.push_back("conservation: shards hold " + std::to_string(balances) + ", sagas say " + std::to_string(expected));
     // Every completed transfer moved its amount once; a compensated or failed one moved nothing.

@@ -203,7 +203,7 @@ TEST(Transfer, LateCreditSuccessDuringCompensationStillWaitsForTheBarrier) {
   auto s = credit_in_flight(e);
   e.on_wake(s, t0 + 10s);
   auto d = e.on_answer(s, {1, 0, false}, ok(), t0 + 10s + 1ms);  // the lost reply turns up
-  EXPECT_TRUE(d.send.empty());  // no release while the credit stands
+  EXPECT_TRUE(d.send.empty());                                   // no release while the credit stands
   EXPECT_EQ(s.state, saga_state::compensating);
   d = e.on_answer(s, {1, 0, true}, {answer_kind::already_applied_succeeded, ""}, t0 + 10s + 2ms);
   ASSERT_EQ(d.send.size(), 1u);
@@ -577,9 +577,9 @@ TEST(RevokeItems, RefundsWhatIsLeftOfEveryItemForwardOnly) {
 }
 
 TEST(Workflows, OnlyForwardStepsAfterThePivotMaySkipTheWriteAhead) {
-  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(0));  // hold: compensable
-  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(1));  // the pivot
-  EXPECT_TRUE(find_workflow("transfer")->sendable_before_saving(2));   // capture after the pivot
+  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(0));     // hold: compensable
+  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(1));     // the pivot
+  EXPECT_TRUE(find_workflow("transfer")->sendable_before_saving(2));      // capture after the pivot
   EXPECT_FALSE(find_workflow("deduct_held")->sendable_before_saving(1));  // its capture is the pivot
   EXPECT_FALSE(find_workflow("batch_deduct")->sendable_before_saving(1));
   EXPECT_TRUE(find_workflow("refund_transfer")->sendable_before_saving(2));

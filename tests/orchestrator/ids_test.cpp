@@ -32,11 +32,11 @@ TEST(SagaId, SortsByCreationTimeAndFitsTheShardIds) {
 
 TEST(SagaId, RecognisesOnlyItsOwnShape) {
   EXPECT_FALSE(is_saga_id(""));
-  EXPECT_FALSE(is_saga_id("sg_0000000000000000000000000"));    // 25 characters
+  EXPECT_FALSE(is_saga_id("sg_0000000000000000000000000"));  // 25 characters
   EXPECT_FALSE(is_saga_id("xx_00000000000000000000000000"));
-  EXPECT_FALSE(is_saga_id("sg_0000000000000000000000000I"));   // not Crockford
-  EXPECT_FALSE(is_saga_id("sg_80000000000000000000000000"));   // more than 128 bits
-  EXPECT_FALSE(is_saga_id("sg_0000000000000000000000000a"));   // lower case
+  EXPECT_FALSE(is_saga_id("sg_0000000000000000000000000I"));  // not Crockford
+  EXPECT_FALSE(is_saga_id("sg_80000000000000000000000000"));  // more than 128 bits
+  EXPECT_FALSE(is_saga_id("sg_0000000000000000000000000a"));  // lower case
 }
 
 }  // namespace

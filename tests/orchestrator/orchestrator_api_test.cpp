@@ -120,11 +120,12 @@ TEST_F(OrchestratorApi, RefundsAreCumulativeUpToTheOriginal) {
   EXPECT_EQ(c_->balance(a1()), 120);
 
   // Unknown originals and ones that are not deductions or transfers are refused.
-  auto missing = post_saga(*http_, "refunds", {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1},
-                                               {"biz_id", "r-x"}});
+  auto missing = post_saga(*http_, "refunds",
+                           {{"original_saga_id", "sg_01JF0000000000000000000000"}, {"amount", 1}, {"biz_id", "r-x"}});
   EXPECT_EQ(missing.status, 404) << missing.body;
   auto credit = run("credits", {{"account_id", a1()}, {"amount", 5}, {"biz_id", "c-r"}});
-  auto of_credit = post_saga(*http_, "refunds", {{"original_saga_id", credit["saga_id"]}, {"amount", 1}, {"biz_id", "r-c"}});
+  auto of_credit =
+      post_saga(*http_, "refunds", {{"original_saga_id", credit["saga_id"]}, {"amount", 1}, {"biz_id", "r-c"}});
   EXPECT_EQ(of_credit.status, 409) << of_credit.body;
   EXPECT_EQ(of_credit.json()["error"]["code"], "invalid_state");
   EXPECT_TRUE(c_->check_promises().empty()) << ::testing::PrintToString(c_->check_promises());
@@ -134,7 +135,8 @@ TEST_F(OrchestratorApi, RefundsAreCumulativeUpToTheOriginal) {
 // revokeConsume): one item in part, the rest of it, then all that is left
 // of every item; each replayed; the original's view says what came back.
 TEST_F(OrchestratorApi, BatchItemsAreRevokedOneAtATimeOrAllThatIsLeft) {
-  json items = json::array({{{"account_id", a0()}, {"amount", 10}}, {{"account_id", a1()}, {"amount", 20}},
+  json items = json::array({{{"account_id", a0()}, {"amount", 10}},
+                            {{"account_id", a1()}, {"amount", 20}},
                             {{"account_id", a0(1)}, {"amount", 30}}});
   auto batch = run("batch-deductions", {{"biz_id", "b-rv"}, {"items", items}});
   ASSERT_EQ(batch["state"], "completed") << batch.dump();
@@ -164,8 +166,8 @@ TEST_F(OrchestratorApi, BatchItemsAreRevokedOneAtATimeOrAllThatIsLeft) {
   for (const auto& a : {a0(), a1(), a0(1)}) EXPECT_EQ(c_->balance(a), 100) << a;
 
   // The same biz_id again is the same saga, never a second reversal.
-  for (const auto& [body, first] : {std::pair<json, json>{part_body, part},
-                                    {{{"original_saga_id", original}, {"biz_id", "rv-all"}}, all}}) {
+  for (const auto& [body, first] :
+       {std::pair<json, json>{part_body, part}, {{{"original_saga_id", original}, {"biz_id", "rv-all"}}, all}}) {
     auto again = post_saga(*http_, "refunds", body);
     EXPECT_EQ(again.status, 200) << again.body;
     EXPECT_EQ(again.json()["saga_id"], first["saga_id"]);
@@ -178,7 +180,8 @@ TEST_F(OrchestratorApi, BatchItemsAreRevokedOneAtATimeOrAllThatIsLeft) {
   // Nothing is left: a later revoke of everything completes having given nothing.
   auto nothing = run("refunds", {{"original_saga_id", original}, {"biz_id", "rv-none"}});
   EXPECT_EQ(nothing["refunded"], refunded(0, {{a0(), 0}, {a1(), 0}, {a0(1), 0}})) << nothing.dump();
-  auto over = run("refunds", {{"original_saga_id", original}, {"account_id", a0()}, {"amount", 1}, {"biz_id", "rv-over"}});
+  auto over =
+      run("refunds", {{"original_saga_id", original}, {"account_id", a0()}, {"amount", 1}, {"biz_id", "rv-over"}});
   EXPECT_EQ(over["state"], "failed");
   EXPECT_EQ(over["error"]["code"], "refund_exceeds_original");
   EXPECT_EQ(c_->entries(a0(), over["saga_id"]), 0);
@@ -189,13 +192,16 @@ TEST_F(OrchestratorApi, BatchItemsAreRevokedOneAtATimeOrAllThatIsLeft) {
 }
 
 TEST_F(OrchestratorApi, BatchDeductIsAllOrNothingAcrossShards) {
-  json ok_items = json::array({{{"account_id", a0()}, {"amount", 10}}, {{"account_id", a1()}, {"amount", 10}},
-                               {{"account_id", a0(1)}, {"amount", 10}}, {{"account_id", a1(1)}, {"amount", 10}}});
+  json ok_items = json::array({{{"account_id", a0()}, {"amount", 10}},
+                               {{"account_id", a1()}, {"amount", 10}},
+                               {{"account_id", a0(1)}, {"amount", 10}},
+                               {{"account_id", a1(1)}, {"amount", 10}}});
   auto ok = run("batch-deductions", {{"biz_id", "b-ok"}, {"items", ok_items}});
   EXPECT_EQ(ok["state"], "completed") << ok.dump();
   for (const auto& a : {a0(), a1(), a0(1), a1(1)}) EXPECT_EQ(c_->balance(a), 90) << a;
 
-  json short_items = json::array({{{"account_id", a0()}, {"amount", 10}}, {{"account_id", a1()}, {"amount", 10}},
+  json short_items = json::array({{{"account_id", a0()}, {"amount", 10}},
+                                  {{"account_id", a1()}, {"amount", 10}},
                                   {{"account_id", a1(2)}, {"amount", 101}}});
   auto failed = run("batch-deductions", {{"biz_id", "b-short"}, {"items", short_items}});
   EXPECT_EQ(failed["state"], "failed");
@@ -208,8 +214,8 @@ TEST_F(OrchestratorApi, BatchDeductIsAllOrNothingAcrossShards) {
 }
 
 TEST_F(OrchestratorApi, HeldDeductionConfirmedCancelledAndTimedOut) {
-  auto held = run("deductions", {{"account_id", a0()}, {"amount", 30}, {"biz_id", "h-1"}, {"hold_timeout_ms", 60000}},
-                  202);
+  auto held =
+      run("deductions", {{"account_id", a0()}, {"amount", 30}, {"biz_id", "h-1"}, {"hold_timeout_ms", 60000}}, 202);
   EXPECT_EQ(held["state"], "awaiting_confirmation");
   EXPECT_EQ(c_->held(a0()), 30);
   auto id = held["saga_id"].get<std::string>();
@@ -221,17 +227,17 @@ TEST_F(OrchestratorApi, HeldDeductionConfirmedCancelledAndTimedOut) {
   auto cancel_after = http_->call("POST", "/v1/tenants/t1/deductions/" + id + "/cancel", "{}");
   EXPECT_EQ(cancel_after.status, 409) << cancel_after.body;
 
-  auto second = run("deductions", {{"account_id", a0()}, {"amount", 20}, {"biz_id", "h-2"}, {"hold_timeout_ms", 60000}},
-                    202);
-  auto cancelled =
-      http_->call("POST", "/v1/tenants/t1/deductions/" + second["saga_id"].get<std::string>() + "/cancel?wait_ms=5000", "{}");
+  auto second =
+      run("deductions", {{"account_id", a0()}, {"amount", 20}, {"biz_id", "h-2"}, {"hold_timeout_ms", 60000}}, 202);
+  auto cancelled = http_->call(
+      "POST", "/v1/tenants/t1/deductions/" + second["saga_id"].get<std::string>() + "/cancel?wait_ms=5000", "{}");
   EXPECT_EQ(cancelled.status, 200) << cancelled.body;
   EXPECT_EQ(cancelled.json()["state"], "compensated");
   EXPECT_EQ(c_->held(a0()), 0);
   EXPECT_EQ(c_->balance(a0()), 70);
 
-  auto expiring = run("deductions", {{"account_id", a1()}, {"amount", 20}, {"biz_id", "h-3"}, {"hold_timeout_ms", 300}},
-                      202);
+  auto expiring =
+      run("deductions", {{"account_id", a1()}, {"amount", 20}, {"biz_id", "h-3"}, {"hold_timeout_ms", 300}}, 202);
   auto expired = get_saga(*http_, expiring["saga_id"], 10000);
   EXPECT_EQ(expired.status, 200) << expired.body;
   EXPECT_EQ(expired.json()["state"], "compensated");
@@ -248,7 +254,8 @@ TEST_F(OrchestratorApi, TheSameBizIdTwentyTimesAtOnceIsOneSaga) {
   for (int i = 0; i < 20; ++i)
     threads.emplace_back([&, i] {
       http_client c(orch_->port());
-      auto r = post_saga(c, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 7}, {"biz_id", "t-20"}});
+      auto r =
+          post_saga(c, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 7}, {"biz_id", "t-20"}});
       statuses[i] = r.status;
       ids[i] = r.json().value("saga_id", "");
     });
@@ -260,10 +267,12 @@ TEST_F(OrchestratorApi, TheSameBizIdTwentyTimesAtOnceIsOneSaga) {
   EXPECT_EQ(c_->balance(a1()), 107);
 
   // The same biz_id with other content is a conflict and changes nothing.
-  auto conflict = post_saga(*http_, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 8}, {"biz_id", "t-20"}});
+  auto conflict =
+      post_saga(*http_, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 8}, {"biz_id", "t-20"}});
   EXPECT_EQ(conflict.status, 422) << conflict.body;
   EXPECT_EQ(conflict.json()["error"]["code"], "idempotency_conflict");
-  auto replay = post_saga(*http_, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 7}, {"biz_id", "t-20"}});
+  auto replay =
+      post_saga(*http_, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 7}, {"biz_id", "t-20"}});
   EXPECT_EQ(replay.status, 200);
   EXPECT_EQ(replay.json()["saga_id"], ids[0]);
   EXPECT_EQ(c_->sagas(), 1);
@@ -279,17 +288,22 @@ TEST_F(OrchestratorApi, BadInputIsRefusedAndChangesNothing) {
       {"deductions", R"({"account_id":"acc-0","amount":1000000000000001,"biz_id":"x"})"},
       {"transfers", R"({"from_account":"acc-0","to_account":"acc-0","amount":5,"biz_id":"x"})"},
       {"batch-deductions", R"({"biz_id":"x","items":[]})"},
-      {"batch-deductions", R"({"biz_id":"x","items":[{"account_id":"acc-0","amount":1},{"account_id":"acc-0","amount":2}]})"},
+      {"batch-deductions",
+       R"({"biz_id":"x","items":[{"account_id":"acc-0","amount":1},{"account_id":"acc-0","amount":2}]})"},
   };
   for (const auto& [collection, body] : bad) {
     auto r = http_->call("POST", "/v1/tenants/t1/" + collection, body);
     EXPECT_EQ(r.status, 400) << collection << " " << body << " -> " << r.body;
     EXPECT_EQ(r.json()["error"]["code"], "invalid_request");
   }
-  EXPECT_EQ(http_->call("POST", "/v1/tenants/t1/credits?wait_ms=30001",
-                        R"({"account_id":"acc-0","amount":5,"biz_id":"x"})").status, 400);
-  EXPECT_EQ(http_->call("POST", "/v1/tenants/t1/credits", R"({"account_id":"acc-0","amount":5,"biz_id":"x"})", "wrong-token")
-                .status, 401);
+  EXPECT_EQ(
+      http_->call("POST", "/v1/tenants/t1/credits?wait_ms=30001", R"({"account_id":"acc-0","amount":5,"biz_id":"x"})")
+          .status,
+      400);
+  EXPECT_EQ(
+      http_->call("POST", "/v1/tenants/t1/credits", R"({"account_id":"acc-0","amount":5,"biz_id":"x"})", "wrong-token")
+          .status,
+      401);
   EXPECT_EQ(c_->sagas(), 0);
   for (auto& side : accounts_)
     for (auto& a : side) EXPECT_EQ(c_->balance(a), 100);
@@ -300,14 +314,14 @@ TEST_F(OrchestratorApi, BadInputIsRefusedAndChangesNothing) {
 TEST_F(OrchestratorApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
   for (const std::string id : {"sg_01JF0000000000000000000000", "sg_0123456789abcdef01234567", "not-a-saga", "%FF"}) {
     const auto saga = "/v1/tenants/t1/sagas/" + id, admin = "/v1/tenants/t1/admin/sagas/" + id;
-    for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
-             {"GET", saga},
-             {"GET", saga + "?wait_ms=10"},
-             {"GET", admin},
-             {"POST", "/v1/tenants/t1/deductions/" + id + "/confirm"},
-             {"POST", "/v1/tenants/t1/deductions/" + id + "/cancel"},
-             {"POST", admin + "/retry"},
-             {"POST", admin + "/abort"}}) {
+    for (const auto& [method, target] :
+         std::vector<std::pair<std::string, std::string>>{{"GET", saga},
+                                                          {"GET", saga + "?wait_ms=10"},
+                                                          {"GET", admin},
+                                                          {"POST", "/v1/tenants/t1/deductions/" + id + "/confirm"},
+                                                          {"POST", "/v1/tenants/t1/deductions/" + id + "/cancel"},
+                                                          {"POST", admin + "/retry"},
+                                                          {"POST", admin + "/abort"}}) {
       auto r = http_->call(method, target, method == "POST" ? "{}" : "");
       EXPECT_EQ(r.status, 404) << method << " " << target << " -> " << r.body;
       EXPECT_EQ(r.json()["error"]["code"], "not_found") << method << " " << target;
@@ -320,12 +334,12 @@ TEST_F(OrchestratorApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
 // Confirm, cancel, retry and abort take no fields: any other body is 400
 // and the saga goes on waiting as it was.
 TEST_F(OrchestratorApi, ActionsRefuseABodyAndChangeNothing) {
-  auto held = run("deductions", {{"account_id", a0()}, {"amount", 30}, {"biz_id", "h-body"}, {"hold_timeout_ms", 60000}},
-                  202);
+  auto held =
+      run("deductions", {{"account_id", a0()}, {"amount", 30}, {"biz_id", "h-body"}, {"hold_timeout_ms", 60000}}, 202);
   ASSERT_EQ(held["state"], "awaiting_confirmation");
   const auto id = held["saga_id"].get<std::string>();
   for (const auto& action : {"deductions/" + id + "/confirm", "deductions/" + id + "/cancel",
-                                   "admin/sagas/" + id + "/retry", "admin/sagas/" + id + "/abort"})
+                             "admin/sagas/" + id + "/retry", "admin/sagas/" + id + "/abort"})
     for (const char* body : {R"({"amount":1})", "[]", "{", "null", R"("{}")", "{}{}"}) {
       auto r = http_->call("POST", "/v1/tenants/t1/" + action, body);
       EXPECT_EQ(r.status, 400) << action << " " << body << " -> " << r.body;
@@ -357,7 +371,8 @@ TEST_F(OrchestratorApi, AppsFindTheirSagasAPageAtATime) {
   const auto page1 = first.json();
   ASSERT_EQ(page1["sagas"].size(), 2u) << first.body;
   EXPECT_EQ(page1["next"], page1["sagas"][1]["saga_id"]);
-  auto second = http_->call("GET", "/v1/tenants/t1/sagas?biz_id=p-1&limit=2&cursor=" + page1["next"].get<std::string>());
+  auto second =
+      http_->call("GET", "/v1/tenants/t1/sagas?biz_id=p-1&limit=2&cursor=" + page1["next"].get<std::string>());
   ASSERT_EQ(second.status, 200) << second.body;
   const auto page2 = second.json();
   ASSERT_EQ(page2["sagas"].size(), 1u) << second.body;
@@ -409,9 +424,9 @@ TEST_F(OrchestratorApi, DestinationDownBeforeThePivotCompensatesAndNoCreditAppea
   c_->shards[1]->kill9();
   c_->shards[1]->wait_exit();
   const auto started = std::chrono::steady_clock::now();
-  auto t = run("transfers",
-               {{"from_account", a0()}, {"to_account", a1()}, {"amount", 30}, {"biz_id", "t-down"}, {"timeout_ms", 2000}},
-               200);
+  auto t = run(
+      "transfers",
+      {{"from_account", a0()}, {"to_account", a1()}, {"amount", 30}, {"biz_id", "t-down"}, {"timeout_ms", 2000}}, 200);
   // Compensated (the hold released, the credit never sent) and, as API.md
   // has it for a deadline, ended failed.
   EXPECT_EQ(t["state"], "failed") << t.dump();
@@ -430,8 +445,8 @@ TEST_F(OrchestratorApi, DestinationDownBeforeThePivotCompensatesAndNoCreditAppea
 TEST_F(OrchestratorApi, DestinationCreditedButItsReplyLostStillCompletes) {
   http_client shard(c_->shards[1]->port());
   ASSERT_EQ(shard.call("POST", "/v1/admin/failpoints", R"({"spec":"after_commit_before_reply=crash"})").status, 200);
-  auto t = post_saga(*http_, "transfers", {{"from_account", a0()}, {"to_account", a1()}, {"amount", 30}, {"biz_id", "t-lost"}},
-                     0);
+  auto t = post_saga(*http_, "transfers",
+                     {{"from_account", a0()}, {"to_account", a1()}, {"amount", 30}, {"biz_id", "t-lost"}}, 0);
   ASSERT_EQ(t.status, 202) << t.body;
   EXPECT_NE(c_->shards[1]->wait_exit(), -1);  // died after committing the credit
   c_->shards[1]->start();

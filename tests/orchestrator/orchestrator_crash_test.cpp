@@ -41,12 +41,14 @@ TEST(OrchestratorCrash, KilledAtEveryStepBoundaryEverySagaEndsAndThePromisesHold
   std::vector<boundary_case> cases;
   for (const auto* when : {"sending.", "answered."}) {
     for (const auto* step : {"hold_source", "credit_destination", "capture_source"})
-      cases.push_back({when + std::string(step), "transfers", {{"from_account", on[0]}, {"to_account", on[1]}, {"amount", 7}}});
+      cases.push_back(
+          {when + std::string(step), "transfers", {{"from_account", on[0]}, {"to_account", on[1]}, {"amount", 7}}});
     for (const auto* step : {"hold_items", "capture_items"})
       cases.push_back({when + std::string(step), "batch-deductions", {{"items", items}}});
     cases.push_back({when + std::string("credit_account"), "credits", {{"account_id", on[1]}, {"amount", 3}}});
     cases.push_back({when + std::string("debit_account"), "deductions", {{"account_id", on[0]}, {"amount", 3}}});
-    cases.push_back({when + std::string("hold_account"), "deductions",
+    cases.push_back({when + std::string("hold_account"),
+                     "deductions",
                      {{"account_id", on[1]}, {"amount", 4}, {"hold_timeout_ms", 60000}}});
   }
   const std::map<std::string, std::string> type_of{
@@ -71,8 +73,8 @@ TEST(OrchestratorCrash, KilledAtEveryStepBoundaryEverySagaEndsAndThePromisesHold
     ASSERT_TRUE(again.status == 200 || again.status == 202) << again.body;
     auto saga = again.json();
     if (saga["state"] == "awaiting_confirmation") {
-      auto confirmed = api.call("POST", "/v1/tenants/t1/deductions/" + saga["saga_id"].get<std::string>() +
-                                            "/confirm?wait_ms=15000", "{}");
+      auto confirmed = api.call(
+          "POST", "/v1/tenants/t1/deductions/" + saga["saga_id"].get<std::string>() + "/confirm?wait_ms=15000", "{}");
       ASSERT_EQ(confirmed.status, 200) << confirmed.body;
       saga = confirmed.json();
     }
@@ -104,7 +106,9 @@ TEST(OrchestratorCrash, TwoInstancesOneKilledUnderLoadTheOtherFinishesItsSagas) 
       for (int i = 0; i < per_client; ++i) {
         const auto& from = accounts[(t * 7 + i) % accounts.size()];
         const auto& to = accounts[(t * 7 + i + 1 + i % 5) % accounts.size()];
-        json body{{"from_account", from}, {"to_account", to}, {"amount", 1 + i % 9},
+        json body{{"from_account", from},
+                  {"to_account", to},
+                  {"amount", 1 + i % 9},
                   {"biz_id", "load-" + std::to_string(t) + "-" + std::to_string(i)}};
         // Half the clients use A while it lives; a failed request goes to B with the same biz_id.
         auto r = post_saga(t % 2 == 0 ? to_a : to_b, "transfers", body, 0);
@@ -141,8 +145,8 @@ TEST(OrchestratorCrash, RestartedUnderTheSameNameDrivesWhatItsPredecessorHeld) {
   c.open("held-0", 100);
   auto& a = c.start_orchestrator({}, {"--instance=the-only-one"});
   http_client to_a(a.port());
-  auto held = post_saga(to_a, "deductions", {{"account_id", "held-0"}, {"amount", 30}, {"biz_id", "held-1"},
-                                             {"hold_timeout_ms", 1000}});
+  auto held = post_saga(to_a, "deductions",
+                        {{"account_id", "held-0"}, {"amount", 30}, {"biz_id", "held-1"}, {"hold_timeout_ms", 1000}});
   ASSERT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
   const auto id = held.json()["saga_id"].get<std::string>();
   a.kill9();

@@ -78,7 +78,8 @@ TEST(OrchestratorWorkload, RandomSagasOfEveryTypeKeepEveryPromise) {
           std::string original;
           {
             std::lock_guard lock(originals_mutex);
-            if (!originals.empty()) original = originals[static_cast<std::size_t>(pick(0, static_cast<int>(originals.size()) - 1))];
+            if (!originals.empty())
+              original = originals[static_cast<std::size_t>(pick(0, static_cast<int>(originals.size()) - 1))];
           }
           if (original.empty()) {
             collection = "credits", type = "credit";

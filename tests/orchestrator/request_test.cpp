@@ -56,7 +56,8 @@ TEST(SagaRequest, EachTypeMapsToItsWorkflowAndInput) {
   EXPECT_EQ(ok(saga_type::transfer, timed).timeout, std::chrono::milliseconds(1500));
 
   auto b = ok(saga_type::batch_deduct,
-              {{"biz_id", "class-7"}, {"items", {{{"account_id", "s1"}, {"amount", 1}}, {{"account_id", "s2"}, {"amount", 2}}}}});
+              {{"biz_id", "class-7"},
+               {"items", {{{"account_id", "s1"}, {"amount", 1}}, {{"account_id", "s2"}, {"amount", 2}}}}});
   EXPECT_EQ(b.workflow, "batch_deduct");
   ASSERT_EQ(b.input.items.size(), 2u);
   EXPECT_EQ(b.input.items[1].account, "s2");
@@ -68,8 +69,10 @@ TEST(SagaRequest, HashCoversTheSemanticFieldsOnly) {
   EXPECT_EQ(base.size(), 64u);
   json reordered = {{"biz_id", "t-1"}, {"amount", 30}, {"to_account", "bob"}, {"from_account", "alice"}};
   EXPECT_EQ(ok(saga_type::transfer, reordered).request_hash, base);
-  for (auto [field, value] : {std::pair<const char*, json>{"amount", 31}, {"to_account", "carol"},
-                              {"from_account", "dave"}, {"timeout_ms", 1000}}) {
+  for (auto [field, value] : {std::pair<const char*, json>{"amount", 31},
+                              {"to_account", "carol"},
+                              {"from_account", "dave"},
+                              {"timeout_ms", 1000}}) {
     auto changed = transfer_body;
     changed[field] = value;
     EXPECT_NE(ok(saga_type::transfer, changed).request_hash, base) << field;
@@ -114,7 +117,8 @@ TEST(SagaRequest, RefusesBadInputWithAReason) {
         << amount.dump();
   EXPECT_EQ(refused(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "c"}, {"trace", 1}}),
             "unknown field: trace");
-  EXPECT_EQ(refused(saga_type::credit, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "c"}, {"memo", std::string(257, 'm')}}),
+  EXPECT_EQ(refused(saga_type::credit,
+                    {{"account_id", "a"}, {"amount", 5}, {"biz_id", "c"}, {"memo", std::string(257, 'm')}}),
             "memo is too long");
   EXPECT_EQ(refused(saga_type::deduct, {{"account_id", "a"}, {"amount", 5}, {"biz_id", "d"}, {"hold_timeout_ms", 0}}),
             "hold_timeout_ms must be between 1 and 604800000");
@@ -145,9 +149,9 @@ TEST(SagaRequest, BatchItemsAreOneToAThousandDistinctAccounts) {
   EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", {1}}}), "items[0] must be an object");
   EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", {{{"account_id", "s"}, {"amount", 0}}}}}),
             "items[0]: amount must be between 1 and 10^15");
-  EXPECT_EQ(refused(saga_type::batch_deduct,
-                    {{"biz_id", "b"}, {"items", {{{"account_id", "s"}, {"amount", 1}, {"x", 1}}}}}),
-            "items[0]: unknown field: x");
+  EXPECT_EQ(
+      refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", {{{"account_id", "s"}, {"amount", 1}, {"x", 1}}}}}),
+      "items[0]: unknown field: x");
   EXPECT_EQ(refused(saga_type::batch_deduct, {{"biz_id", "b"}, {"items", "s1"}}), "items must be an array");
 }
 
@@ -233,7 +237,8 @@ TEST(RefundResolution, RefusalsSayWhy) {
   using reason = refund_refusal::reason;
   auto why = [](saga_request r, const saga& o, saga_type t) {
     auto refused = resolve_refund(r, o, t);
-    return refused ? std::make_pair(refused->why, refused->message) : std::make_pair(reason::invalid, std::string("none"));
+    return refused ? std::make_pair(refused->why, refused->message)
+                   : std::make_pair(reason::invalid, std::string("none"));
   };
   const auto batch = batch_of({{"s1", 10}});
   EXPECT_EQ(why(refund_request({{"account_id", "s9"}}), batch, saga_type::batch_deduct),
@@ -248,10 +253,8 @@ TEST(RefundResolution, RefusalsSayWhy) {
             std::make_pair(reason::invalid, std::string("amount is required to refund a deduction or a transfer")));
   EXPECT_EQ(why(refund_request({{"amount", 1}, {"account_id", "bob"}}), deduction(), saga_type::deduct).first,
             reason::not_found);
-  EXPECT_EQ(why(refund_request({{"amount", 1}}), deduction("credit"), saga_type::credit).first,
-            reason::invalid_state);
-  EXPECT_EQ(why(refund_request({{"amount", 1}}), deduction("refund"), saga_type::refund).first,
-            reason::invalid_state);
+  EXPECT_EQ(why(refund_request({{"amount", 1}}), deduction("credit"), saga_type::credit).first, reason::invalid_state);
+  EXPECT_EQ(why(refund_request({{"amount", 1}}), deduction("refund"), saga_type::refund).first, reason::invalid_state);
 }
 
 TEST(RefundResolution, TheHashIsWhatTheAppSent) {

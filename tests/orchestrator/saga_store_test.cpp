@@ -91,8 +91,8 @@ TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
     engine_for("transfer").on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
     saga_write w{&s, 1, true, true, {}};
     w.attempts.push_back({"hold_source", 0, false, 1, "s0", R"({"type":"hold"})", t0, "succeeded", "", t0 + 5ms});
-    w.attempts.push_back({"credit_destination", 0, false, 1, "s1", R"({"type":"credit"})", t0 + 5ms, std::nullopt,
-                          "", std::nullopt});
+    w.attempts.push_back(
+        {"credit_destination", 0, false, 1, "s1", R"({"type":"credit"})", t0 + 5ms, std::nullopt, "", std::nullopt});
     auto saved = co_await a.async_save(std::span(&w, 1), t0 + 5ms);
     EXPECT_FALSE(saved.error) << saved.error.message;
     EXPECT_EQ(saved.versions, std::vector<std::int64_t>{2});
@@ -105,17 +105,17 @@ TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
 
     // The credit's answer updates its recorded attempt.
     saga_write answered{&s, 2, false, true, {}};
-    answered.attempts.push_back({"credit_destination", 0, false, 1, "s1", R"({"type":"credit"})", t0 + 5ms,
-                                 "transport", "timeout", t0 + 2s});
+    answered.attempts.push_back(
+        {"credit_destination", 0, false, 1, "s1", R"({"type":"credit"})", t0 + 5ms, "transport", "timeout", t0 + 2s});
     auto third = co_await a.async_save(std::span(&answered, 1), t0 + 2s);
     EXPECT_EQ(third.versions, std::vector<std::int64_t>{3});
 
     // One write may carry an attempt twice (sent, then answered): the last counts.
     saga_write both{&s, 3, false, true, {}};
-    both.attempts.push_back({"capture_source", 0, false, 1, "s0", R"({"type":"capture"})", t0 + 2s, std::nullopt, "",
-                             std::nullopt});
-    both.attempts.push_back({"capture_source", 0, false, 1, "s0", R"({"type":"capture"})", t0 + 2s, "succeeded", "",
-                             t0 + 2s + 5ms});
+    both.attempts.push_back(
+        {"capture_source", 0, false, 1, "s0", R"({"type":"capture"})", t0 + 2s, std::nullopt, "", std::nullopt});
+    both.attempts.push_back(
+        {"capture_source", 0, false, 1, "s0", R"({"type":"capture"})", t0 + 2s, "succeeded", "", t0 + 2s + 5ms});
     auto fourth = co_await a.async_save(std::span(&both, 1), t0 + 2s + 5ms);
     EXPECT_FALSE(fourth.error) << fourth.error.message;
     EXPECT_EQ(fourth.versions, std::vector<std::int64_t>{4});
@@ -150,13 +150,13 @@ TEST_F(SagaStore, OneBatchAnswersEveryWriteAsIfItWentAlone) {
     EXPECT_EQ(created.outcome, saga_store::created::inserted);
 
     auto fresh = started("sg_fresh", "t-fresh");
-    auto taken = started("sg_taken", "t-held");   // the key of sg_held
+    auto taken = started("sg_taken", "t-held");    // the key of sg_held
     auto twin_a = started("sg_twin_a", "t-twin");  // two new sagas with one key
     auto twin_b = started("sg_twin_b", "t-twin");
     auto after_hold = held;
     engine_for("transfer").on_answer(after_hold, {0, 0, false}, ok(), t0 + 5ms);
-    const step_attempt hold_sent{"hold_source", 0, false, 1, "s0", R"({"type":"hold"})", t0, std::nullopt, "",
-                                 std::nullopt};
+    const step_attempt hold_sent{"hold_source",        0,  false,        1,  "s0",
+                                 R"({"type":"hold"})", t0, std::nullopt, "", std::nullopt};
     auto hold_answered = hold_sent;
     hold_answered.outcome = "succeeded";
     hold_answered.answered = t0 + 5ms;
@@ -270,8 +270,8 @@ TEST_F(SagaStore, ConcurrentClaimsNeverShareASaga) {
     pg::pool pool(io.get_executor(), options());
     saga_store creator(pool, "gone", 1s, 3s), a(pool, "a", 10s, 3s), b(pool, "b", 10s, 3s);
     for (int i = 0; i < sagas; ++i)
-      co_await creator.async_create(started("sg_" + std::to_string(i), "t-" + std::to_string(i)),
-                                    saga_type::transfer, "h", t0);
+      co_await creator.async_create(started("sg_" + std::to_string(i), "t-" + std::to_string(i)), saga_type::transfer,
+                                    "h", t0);
     const auto later = t0 + 1h;  // "gone" never had a heartbeat
     co_await a.async_renew(later);
     co_await b.async_renew(later);

@@ -23,15 +23,24 @@ TEST(ShardCommand, ACreditCarriesItsLotFields) {
   auto expiring = call(participant_op::credit);
   expiring.expires_at = 1798761600000;
   expiring.rule_version = "r2";
-  EXPECT_EQ(shard_command(expiring, "t1"),
-            (json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
-                  {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "r2"}}));
+  EXPECT_EQ(shard_command(expiring, "t1"), (json{{"type", "credit"},
+                                                 {"tenant", "t1"},
+                                                 {"account_id", "alice"},
+                                                 {"biz_id", "sg_1"},
+                                                 {"amount", 30},
+                                                 {"expires_at", "2027-01-01T00:00:00.000Z"},
+                                                 {"rule_version", "r2"}}));
   auto split = call(participant_op::credit);
   split.lots = {{20, 1798761600000, "a"}, {10, std::nullopt, "1"}};
-  EXPECT_EQ(shard_command(split, "t1"),
-            (json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
-                  {"lots", json::array({{{"amount", 20}, {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "a"}},
-                                        {{"amount", 10}, {"rule_version", "1"}}})}}));
+  EXPECT_EQ(
+      shard_command(split, "t1"),
+      (json{{"type", "credit"},
+            {"tenant", "t1"},
+            {"account_id", "alice"},
+            {"biz_id", "sg_1"},
+            {"amount", 30},
+            {"lots", json::array({{{"amount", 20}, {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "a"}},
+                                  {{"amount", 10}, {"rule_version", "1"}}})}}));
 }
 
 TEST(ShardAnswer, ASucceededReplyCarriesItsLots) {
@@ -44,8 +53,8 @@ TEST(ShardAnswer, ASucceededReplyCarriesItsLots) {
 
 TEST(ShardAnswer, TheAmountMovedComesBackApplied) {
   EXPECT_EQ(answer_from_result(json::parse(R"({"status":"succeeded","command":"refund","amount":25})")).amount, 25);
-  auto applied = answer_from_result(
-      json::parse(R"({"status":"already_applied","applied":{"state":"succeeded","amount":7}})"));
+  auto applied =
+      answer_from_result(json::parse(R"({"status":"already_applied","applied":{"state":"succeeded","amount":7}})"));
   EXPECT_EQ(applied.kind, answer_kind::already_applied_succeeded);
   EXPECT_EQ(applied.amount, 7);
   EXPECT_EQ(answer_from_result(json::parse(R"({"status":"succeeded","amount":"x"})")).amount, 0);
@@ -54,8 +63,12 @@ TEST(ShardAnswer, TheAmountMovedComesBackApplied) {
 TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   auto credit = call(participant_op::credit);
   credit.memo = "gift";
-  EXPECT_EQ(shard_command(credit, "t1"), (json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", "alice"},
-                                              {"biz_id", "sg_1"}, {"amount", 30}, {"memo", "gift"}}));
+  EXPECT_EQ(shard_command(credit, "t1"), (json{{"type", "credit"},
+                                               {"tenant", "t1"},
+                                               {"account_id", "alice"},
+                                               {"biz_id", "sg_1"},
+                                               {"amount", 30},
+                                               {"memo", "gift"}}));
   EXPECT_EQ(shard_command(call(participant_op::debit), "t1"),
             (json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
   EXPECT_EQ(shard_command(call(participant_op::hold), "t1"),
@@ -69,20 +82,30 @@ TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   auto refund = call(participant_op::refund);
   refund.original_type = "capture";
   refund.original_id = "sg_0";
-  EXPECT_EQ(shard_command(refund, "t1"),
-            (json{{"type", "refund"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30},
-                  {"original_type", "capture"}, {"original_id", "sg_0"}}));
+  EXPECT_EQ(shard_command(refund, "t1"), (json{{"type", "refund"},
+                                               {"tenant", "t1"},
+                                               {"account_id", "alice"},
+                                               {"biz_id", "sg_1"},
+                                               {"amount", 30},
+                                               {"original_type", "capture"},
+                                               {"original_id", "sg_0"}}));
   refund.amount = 0;  // what is left of the original
-  EXPECT_EQ(shard_command(refund, "t1"),
-            (json{{"type", "refund"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"},
-                  {"original_type", "capture"}, {"original_id", "sg_0"}}));
+  EXPECT_EQ(shard_command(refund, "t1"), (json{{"type", "refund"},
+                                               {"tenant", "t1"},
+                                               {"account_id", "alice"},
+                                               {"biz_id", "sg_1"},
+                                               {"original_type", "capture"},
+                                               {"original_id", "sg_0"}}));
   outgoing_call cancel;
   cancel.op = participant_op::cancel_key;
   cancel.account = "bob";
   cancel.target_type = "credit";
   cancel.target_id = "sg_1";
-  EXPECT_EQ(shard_command(cancel, "t1"), (json{{"type", "cancel_key"}, {"tenant", "t1"}, {"account_id", "bob"},
-                                              {"target_type", "credit"}, {"target_id", "sg_1"}}));
+  EXPECT_EQ(shard_command(cancel, "t1"), (json{{"type", "cancel_key"},
+                                               {"tenant", "t1"},
+                                               {"account_id", "bob"},
+                                               {"target_type", "credit"},
+                                               {"target_id", "sg_1"}}));
 }
 
 TEST(ShardAnswer, EveryReplyStatusMapsToOneAnswer) {

@@ -34,11 +34,16 @@ class ShardClient : public ::testing::Test {
     test::http_client http(port_);
     for (int i = 0; i < 50; ++i) {
       auto id = "acc-" + std::to_string(i);
-      ASSERT_EQ(http.call("POST", "/v1/commands", json{{"type", "open_account"}, {"tenant", "t1"}, {"account_id", id}}.dump()).status, 200);
-      ASSERT_EQ(http.call("POST", "/v1/commands",
-                          json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", id}, {"biz_id", "seed"}, {"amount", 100}}.dump())
-                    .status,
-                200);
+      ASSERT_EQ(
+          http.call("POST", "/v1/commands", json{{"type", "open_account"}, {"tenant", "t1"}, {"account_id", id}}.dump())
+              .status,
+          200);
+      ASSERT_EQ(
+          http.call("POST", "/v1/commands",
+                    json{{"type", "credit"}, {"tenant", "t1"}, {"account_id", id}, {"biz_id", "seed"}, {"amount", 100}}
+                        .dump())
+              .status,
+          200);
     }
   }
   void TearDown() override {
@@ -118,24 +123,24 @@ TEST_F(ShardClient, RepliesMapToTheEnginesAnswers) {
     release.op = participant_op::release;
     release.account = "acc-1";
     release.biz_id = "sg_2";
-    co_await send(release);                    // before its hold: a tombstone
-    co_await send(hold("acc-1", "sg_2", 5));   // the late hold is refused
+    co_await send(release);                   // before its hold: a tombstone
+    co_await send(hold("acc-1", "sg_2", 5));  // the late hold is refused
     outgoing_call credit;
     credit.op = participant_op::credit;
     credit.account = "acc-2";
     credit.biz_id = "sg_3";
     credit.amount = 7;
-    co_await send(credit);                     // succeeded
+    co_await send(credit);  // succeeded
     outgoing_call cancel;
     cancel.op = participant_op::cancel_key;
     cancel.account = "acc-2";
     cancel.target_type = "credit";
     cancel.target_id = "sg_3";
-    co_await send(cancel);                     // the credit applied
+    co_await send(cancel);  // the credit applied
     cancel.target_id = "sg_4";
-    co_await send(cancel);                     // unused key: tombstoned ("cancelled")
+    co_await send(cancel);  // unused key: tombstoned ("cancelled")
     credit.biz_id = "sg_4";
-    co_await send(credit);                     // the late credit: cancelled
+    co_await send(credit);  // the late credit: cancelled
   });
   ASSERT_EQ(got.size(), 8u);
   EXPECT_EQ(got[0].kind, answer_kind::succeeded);

@@ -139,7 +139,8 @@ class simulation {
         return "livelock: saga " + g.id + " (" + sagas_[e.saga].kind + ", " + std::string(to_string(g.state)) +
                ", stage " + std::string(to_string(g.stage)) + ", cursor " + std::to_string(g.cursor) +
                ") keeps getting events at the same instant (event " + std::to_string(static_cast<int>(e.what)) +
-               ", wake " + (g.wake ? std::to_string(std::chrono::duration_cast<ms>(*g.wake - at(now_)).count()) : "none") +
+               ", wake " +
+               (g.wake ? std::to_string(std::chrono::duration_cast<ms>(*g.wake - at(now_)).count()) : "none") +
                " ms from now, progress " + progress_to_json(g).dump() + ")";
       }
       handle(e);
@@ -219,15 +220,16 @@ class simulation {
                           std::all_of(d.send.begin(), d.send.end(), [&](const outgoing_call& c) {
                             return !c.ref.undo && w.sendable_before_saving(c.ref.step);
                           });
-    if (!deferred) s.durable = {{"input", input_to_json(s.live.input)},
-                 {"progress", progress_to_json(s.live)},
-                 {"state", to_string(s.live.state)},
-                 {"error", s.live.error ? json{{"code", s.live.error->code}, {"message", s.live.error->message}}
-                                        : json(nullptr)},
-                 {"attention", s.live.attention},
-                 {"created", s.live.created.time_since_epoch().count()},
-                 {"deadline", s.live.deadline.time_since_epoch().count()},
-                 {"wake", s.live.wake ? json(s.live.wake->time_since_epoch().count()) : json(nullptr)}};
+    if (!deferred)
+      s.durable = {{"input", input_to_json(s.live.input)},
+                   {"progress", progress_to_json(s.live)},
+                   {"state", to_string(s.live.state)},
+                   {"error", s.live.error ? json{{"code", s.live.error->code}, {"message", s.live.error->message}}
+                                          : json(nullptr)},
+                   {"attention", s.live.attention},
+                   {"created", s.live.created.time_since_epoch().count()},
+                   {"deadline", s.live.deadline.time_since_epoch().count()},
+                   {"wake", s.live.wake ? json(s.live.wake->time_since_epoch().count()) : json(nullptr)}};
     s.created = s.created || !deferred;
     for (const auto& c : d.send) send(i, c);
     if (s.live.wake) {
@@ -264,7 +266,13 @@ class simulation {
     const auto command = shard_command(c, tenant);
     const int sh = shard_of(c.account);
     if (!shards_[sh].up) {  // connection refused: this attempt never leaves, so it has no copies
-      push({now_ + ms(pick(1, 5)), 0, ev::reply, i, sagas_[i].incarnation, c.ref, {},
+      push({now_ + ms(pick(1, 5)),
+            0,
+            ev::reply,
+            i,
+            sagas_[i].incarnation,
+            c.ref,
+            {},
             answer{answer_kind::not_delivered, "unreachable"}});
       return;
     }
@@ -331,8 +339,10 @@ class simulation {
         }
         decision d;
         auto eng = engine_for(s.kind);
-        if (e.app_action == 0) eng.confirm(s.live, at(now_), d);
-        else eng.cancel(s.live, at(now_), d);
+        if (e.app_action == 0)
+          eng.confirm(s.live, at(now_), d);
+        else
+          eng.cancel(s.live, at(now_), d);
         persist_and_send(e.saga, d);
         return;
       }
@@ -418,7 +428,8 @@ class simulation {
       std::int64_t ledger = 0;
       for (const auto& l : sh.state.ledger)
         if (l.key.account_id == id) ledger += l.delta;
-      if (ledger != acc.balance) return id + ": balance " + std::to_string(acc.balance) + " but ledger " + std::to_string(ledger);
+      if (ledger != acc.balance)
+        return id + ": balance " + std::to_string(acc.balance) + " but ledger " + std::to_string(ledger);
     }
     for (const auto& sh : shards_) {
       std::set<std::string> keys;
@@ -500,13 +511,13 @@ TEST(Simulation, EveryPromiseHoldsUnderFaults) {
   }
   std::string ends;
   for (const auto& [what, n] : stats.sagas_by_end) ends += "\n    " + what + ": " + std::to_string(n);
-  std::printf("simulation: %llu seeds, %llu calls (%llu lost, %llu duplicated, %llu late), %llu orchestrator crashes, "
-              "%llu shard outages, %llu account freezes; sagas by end state:%s\n",
-              static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(stats.calls),
-              static_cast<unsigned long long>(stats.lost), static_cast<unsigned long long>(stats.duplicated),
-              static_cast<unsigned long long>(stats.late), static_cast<unsigned long long>(stats.crashes),
-              static_cast<unsigned long long>(stats.outages), static_cast<unsigned long long>(stats.freezes),
-              ends.c_str());
+  std::printf(
+      "simulation: %llu seeds, %llu calls (%llu lost, %llu duplicated, %llu late), %llu orchestrator crashes, "
+      "%llu shard outages, %llu account freezes; sagas by end state:%s\n",
+      static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(stats.calls),
+      static_cast<unsigned long long>(stats.lost), static_cast<unsigned long long>(stats.duplicated),
+      static_cast<unsigned long long>(stats.late), static_cast<unsigned long long>(stats.crashes),
+      static_cast<unsigned long long>(stats.outages), static_cast<unsigned long long>(stats.freezes), ends.c_str());
 }
 
 }  // namespace

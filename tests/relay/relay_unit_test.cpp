@@ -33,7 +33,8 @@ TEST(Sources, RefuseBadConfiguration) {
   EXPECT_EQ(refused("[]"), "sources must be a non-empty JSON array");
   EXPECT_EQ(refused(R"({"name":"s0"})"), "sources must be a non-empty JSON array");
   EXPECT_EQ(refused(R"([{"name":"s 0","kind":"shard","conninfo":"x"}])"), "bad source name 's 0'");
-  EXPECT_EQ(refused(R"([{"name":"s0","kind":"disk","conninfo":"x"}])"), "source s0: kind must be shard or orchestrator");
+  EXPECT_EQ(refused(R"([{"name":"s0","kind":"disk","conninfo":"x"}])"),
+            "source s0: kind must be shard or orchestrator");
   EXPECT_EQ(refused(R"([{"name":"s0","kind":"shard"}])"), "source s0: conninfo is required");
   EXPECT_EQ(refused(R"([{"name":"s0","kind":"shard","conninfo":"x"},{"name":"s0","kind":"shard","conninfo":"y"}])"),
             "source s0 is named twice");
@@ -72,8 +73,16 @@ TEST(PushBody, CarriesDocumentsAsTheyAre) {
 TEST(PushBody, SplitsLargeBatches) {
   std::vector<outbox_event> events(5);
   for (std::size_t i = 0; i < events.size(); ++i)
-    events[i] = {static_cast<std::int64_t>(i), "1", "e", object_kind::saga, "t", "sg", static_cast<std::int64_t>(i),
-                 "saga.state", R"({"pad":")" + std::string(100, 'x') + R"("})", 0};
+    events[i] = {static_cast<std::int64_t>(i),
+                 "1",
+                 "e",
+                 object_kind::saga,
+                 "t",
+                 "sg",
+                 static_cast<std::int64_t>(i),
+                 "saga.state",
+                 R"({"pad":")" + std::string(100, 'x') + R"("})",
+                 0};
   auto bodies = push_bodies("o", events, 250);  // about two events per body
   ASSERT_EQ(bodies.size(), 3u);
   std::size_t total = 0;

@@ -35,9 +35,8 @@ redis_process::~redis_process() {
 void redis_process::start() {
   const std::string port = std::to_string(port_);
   const std::string log = dir_ + "/redis.log";
-  std::vector<std::string> argv{"redis-server", "--bind",       "127.0.0.1", "--port",  port, "--save",
-                                "",             "--appendonly", "no",        "--dir",   dir_, "--logfile",
-                                log};
+  std::vector<std::string> argv{"redis-server", "--bind", "127.0.0.1", "--port", port,        "--save", "",
+                                "--appendonly", "no",     "--dir",     dir_,     "--logfile", log};
   pid_ = fork();
   if (pid_ == 0) {
     std::vector<char*> cargv;

@@ -86,8 +86,9 @@ bool recorded(std::uint16_t port) {
 void record(const std::string& method, const std::string& target, const http_reply& r) {
   const char* file = std::getenv("TALLY_RECORD_RESPONSES");
   if (!file || r.status == 0) return;
-  nlohmann::json line{{"method", method}, {"target", target},       {"status", r.status},
-                      {"content_type", r.header("content-type")}, {"body", r.body}, {"headers", r.headers}};
+  nlohmann::json line{{"method", method},   {"target", target},
+                      {"status", r.status}, {"content_type", r.header("content-type")},
+                      {"body", r.body},     {"headers", r.headers}};
   std::lock_guard lock(recording_mutex);
   std::ofstream(file, std::ios::app) << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
@@ -142,9 +143,8 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-service_process::service_process(std::string binary, std::string env_prefix, std::string conninfo,
-                                 std::uint16_t port, std::vector<std::string> args,
-                                 std::map<std::string, std::string> env)
+service_process::service_process(std::string binary, std::string env_prefix, std::string conninfo, std::uint16_t port,
+                                 std::vector<std::string> args, std::map<std::string, std::string> env)
     : binary_(std::move(binary)),
       env_prefix_(std::move(env_prefix)),
       conninfo_(std::move(conninfo)),

@@ -112,7 +112,9 @@ bool eventually(F cond, std::chrono::milliseconds deadline = std::chrono::second
   auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until) {
     if (cond()) return true;
-    struct timespec ts{0, 20'000'000};
+    struct timespec ts {
+      0, 20'000'000
+    };
     nanosleep(&ts, nullptr);
   }
   return cond();

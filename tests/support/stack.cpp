@@ -45,17 +45,16 @@ stack::stack(const stack_options& options) {
   }
   for (auto& o : orchestrators_) must_be_ready(*o, "an orchestrator");
 
-  const std::string keys = "acme:app:" + digest::sha256_hex(acme_app_key) + ";acme:operator:" +
-                           digest::sha256_hex(acme_operator_key) + ";globex:app:" +
-                           digest::sha256_hex(globex_app_key) + ";globex:operator:" +
-                           digest::sha256_hex(globex_operator_key);
+  const std::string keys = "acme:app:" + digest::sha256_hex(acme_app_key) +
+                           ";acme:operator:" + digest::sha256_hex(acme_operator_key) +
+                           ";globex:app:" + digest::sha256_hex(globex_app_key) +
+                           ";globex:operator:" + digest::sha256_hex(globex_operator_key);
   gateway_internal_port_ = free_port();
   relay_port_ = free_port();
-  std::vector<std::string> gateway_args{"--orchestrator=" + orchestrator_list,
-                                        "--internal.port=" + std::to_string(gateway_internal_port_),
-                                        "--relay.port=" + std::to_string(relay_port_),
-                                        "--shards=" + routes_, "--redis.port=" + std::to_string(redis_.port()),
-                                        "--api_keys=" + keys};
+  std::vector<std::string> gateway_args{
+      "--orchestrator=" + orchestrator_list,           "--internal.port=" + std::to_string(gateway_internal_port_),
+      "--relay.port=" + std::to_string(relay_port_),   "--shards=" + routes_,
+      "--redis.port=" + std::to_string(redis_.port()), "--api_keys=" + keys};
   gateway_args.insert(gateway_args.end(), options.gateway_args.begin(), options.gateway_args.end());
   gateway_ = std::make_unique<service_process>("gateway/gateway", "TALLY_GATEWAY", "", free_port(), gateway_args,
                                                std::map<std::string, std::string>{});

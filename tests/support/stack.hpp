@@ -21,7 +21,7 @@ inline constexpr const char* globex_app_key = "test-key-globex-app";
 inline constexpr const char* globex_operator_key = "test-key-globex-operator";
 
 struct stack_options {
-  std::size_t orchestrators = 1;  // instances sharing the saga store, all known to the gateway
+  std::size_t orchestrators = 1;          // instances sharing the saga store, all known to the gateway
   std::vector<std::string> gateway_args;  // e.g. --limits.account_rate=5
   std::vector<std::string> relay_args;
   std::map<std::string, std::string> relay_env;  // e.g. TALLY_FAILPOINTS
