@@ -16,11 +16,13 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr std::string_view sql_account =
-    "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "
-    "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-    "nx.next_expiry_ms, nx.next_expiry_amount "
-    "FROM account a" TALLY_NEXT_EXPIRY_JOIN "WHERE a.tenant = $1 AND a.account_id = $2";
+// An account's columns in the order account_json() reads them, with its next expiry.
+#define TALLY_ACCOUNT_SELECT                                                        \
+  "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "         \
+  "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " \
+  "nx.next_expiry_ms, nx.next_expiry_amount "                                       \
+  "FROM account a" TALLY_NEXT_EXPIRY_JOIN
+constexpr std::string_view sql_account = TALLY_ACCOUNT_SELECT "WHERE a.tenant = $1 AND a.account_id = $2";
 // An account's lots in consumption order, after lot $3 (0: from the first).
 // A lot's expiry never changes, so its id alone marks a place in the order.
 constexpr std::string_view sql_lots =
@@ -113,10 +115,7 @@ constexpr std::string_view sql_account_entries_upto =
     "SELECT seq, biz_type, biz_id, delta, reverses FROM ledger_entry "
     "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
 constexpr std::string_view sql_accounts_by_status =
-    "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "
-    "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-    "nx.next_expiry_ms, nx.next_expiry_amount "
-    "FROM account a" TALLY_NEXT_EXPIRY_JOIN "WHERE a.tenant = $1 AND a.status = $2 ORDER BY a.account_id LIMIT $3";
+    TALLY_ACCOUNT_SELECT "WHERE a.tenant = $1 AND a.status = $2 ORDER BY a.account_id LIMIT $3";
 constexpr std::string_view sql_record_reconciliation =
     "INSERT INTO reconciliation_run (tenant, watermark, differences, classes, frozen, report) "
     "VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb)";
