@@ -3,6 +3,7 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "common/contract/enum_names.hpp"
 #include "common/digest/digest.hpp"
 #include "common/time/rfc3339.hpp"
 #include "common/validate/fields.hpp"
@@ -10,8 +11,15 @@
 namespace tally::shard {
 
 namespace {
-constexpr std::array<std::string_view, 9> kind_names = {"open_account", "credit", "debit",      "hold",  "capture",
-                                                        "release",      "refund", "cancel_key", "expire"};
+constexpr contract::enum_names<command_kind, 9> kind_names{{{command_kind::open_account, "open_account"},
+                                                            {command_kind::credit, "credit"},
+                                                            {command_kind::debit, "debit"},
+                                                            {command_kind::hold, "hold"},
+                                                            {command_kind::capture, "capture"},
+                                                            {command_kind::release, "release"},
+                                                            {command_kind::refund, "refund"},
+                                                            {command_kind::cancel_key, "cancel_key"},
+                                                            {command_kind::expire, "expire"}}};
 constexpr std::size_t max_credit_lots = 100;
 
 std::string expiry_text(const std::optional<std::int64_t>& at) { return at ? std::to_string(*at) : "never"; }
@@ -70,13 +78,9 @@ std::optional<std::int64_t> lot_id_of(std::string_view biz_id) {
   return v;
 }
 
-std::string_view to_string(command_kind k) { return kind_names[static_cast<std::size_t>(k)]; }
+std::string_view to_string(command_kind k) { return contract::name_of(kind_names, k); }
 
-std::optional<command_kind> command_kind_from(std::string_view name) {
-  for (std::size_t i = 0; i < kind_names.size(); ++i)
-    if (kind_names[i] == name) return static_cast<command_kind>(i);
-  return std::nullopt;
-}
+std::optional<command_kind> command_kind_from(std::string_view name) { return contract::value_of(kind_names, name); }
 
 std::string op_key::flat() const {
   std::string out;

@@ -5,29 +5,36 @@
 
 #include <nlohmann/json.hpp>
 
-#include "account_shard/ledger/names.hpp"
+#include "common/contract/enum_names.hpp"
 #include "common/projection/next_expiry.hpp"
 #include "common/time/rfc3339.hpp"
 
 namespace tally::shard {
 
 namespace {
-constexpr std::array<std::string_view, 3> account_status_names = {"active", "frozen", "closed"};
-constexpr std::array<std::string_view, 3> op_state_names = {"succeeded", "rejected", "cancelled"};
-constexpr std::array<std::string_view, 3> hold_state_names = {"held", "captured", "released"};
-constexpr std::array<std::string_view, 6> reply_status_names = {"succeeded", "rejected",        "conflict",
-                                                                "cancelled", "already_applied", "retry"};
+constexpr contract::enum_names<account_status, 3> account_status_names{
+    {{account_status::active, "active"}, {account_status::frozen, "frozen"}, {account_status::closed, "closed"}}};
+constexpr contract::enum_names<op_state, 3> op_state_names{
+    {{op_state::succeeded, "succeeded"}, {op_state::rejected, "rejected"}, {op_state::cancelled, "cancelled"}}};
+constexpr contract::enum_names<hold_state, 3> hold_state_names{
+    {{hold_state::held, "held"}, {hold_state::captured, "captured"}, {hold_state::released, "released"}}};
+constexpr contract::enum_names<reply_status, 6> reply_status_names{{{reply_status::succeeded, "succeeded"},
+                                                                    {reply_status::rejected, "rejected"},
+                                                                    {reply_status::conflict, "conflict"},
+                                                                    {reply_status::cancelled, "cancelled"},
+                                                                    {reply_status::already_applied, "already_applied"},
+                                                                    {reply_status::retry, "retry"}}};
 }  // namespace
 
-std::string_view to_string(account_status s) { return account_status_names[static_cast<std::size_t>(s)]; }
+std::string_view to_string(account_status s) { return contract::name_of(account_status_names, s); }
 std::optional<account_status> account_status_from(std::string_view s) {
-  return from_names<account_status>(account_status_names, s);
+  return contract::value_of(account_status_names, s);
 }
-std::string_view to_string(op_state s) { return op_state_names[static_cast<std::size_t>(s)]; }
-std::optional<op_state> op_state_from(std::string_view s) { return from_names<op_state>(op_state_names, s); }
-std::string_view to_string(hold_state s) { return hold_state_names[static_cast<std::size_t>(s)]; }
-std::optional<hold_state> hold_state_from(std::string_view s) { return from_names<hold_state>(hold_state_names, s); }
-std::string_view to_string(reply_status s) { return reply_status_names[static_cast<std::size_t>(s)]; }
+std::string_view to_string(op_state s) { return contract::name_of(op_state_names, s); }
+std::optional<op_state> op_state_from(std::string_view s) { return contract::value_of(op_state_names, s); }
+std::string_view to_string(hold_state s) { return contract::name_of(hold_state_names, s); }
+std::optional<hold_state> hold_state_from(std::string_view s) { return contract::value_of(hold_state_names, s); }
+std::string_view to_string(reply_status s) { return contract::name_of(reply_status_names, s); }
 
 std::string batch_state::account_key(std::string_view tenant, std::string_view account) {
   std::string k(tenant);

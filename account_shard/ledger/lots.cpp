@@ -5,19 +5,23 @@
 
 #include <nlohmann/json.hpp>
 
-#include "account_shard/ledger/names.hpp"
+#include "common/contract/enum_names.hpp"
 
 namespace tally::shard {
 
 namespace {
-constexpr std::array<std::string_view, 3> lot_state_names = {"open", "exhausted", "expired"};
-constexpr std::array<std::string_view, 4> lot_origin_names = {"grant", "transfer", "refund", "migration"};
+constexpr contract::enum_names<lot_state, 3> lot_state_names{
+    {{lot_state::open, "open"}, {lot_state::exhausted, "exhausted"}, {lot_state::expired, "expired"}}};
+constexpr contract::enum_names<lot_origin, 4> lot_origin_names{{{lot_origin::grant, "grant"},
+                                                                {lot_origin::transfer, "transfer"},
+                                                                {lot_origin::refund, "refund"},
+                                                                {lot_origin::migration, "migration"}}};
 }  // namespace
 
-std::string_view to_string(lot_state s) { return lot_state_names[static_cast<std::size_t>(s)]; }
-std::optional<lot_state> lot_state_from(std::string_view s) { return from_names<lot_state>(lot_state_names, s); }
-std::string_view to_string(lot_origin o) { return lot_origin_names[static_cast<std::size_t>(o)]; }
-std::optional<lot_origin> lot_origin_from(std::string_view s) { return from_names<lot_origin>(lot_origin_names, s); }
+std::string_view to_string(lot_state s) { return contract::name_of(lot_state_names, s); }
+std::optional<lot_state> lot_state_from(std::string_view s) { return contract::value_of(lot_state_names, s); }
+std::string_view to_string(lot_origin o) { return contract::name_of(lot_origin_names, o); }
+std::optional<lot_origin> lot_origin_from(std::string_view s) { return contract::value_of(lot_origin_names, s); }
 
 bool consumed_before(const lot_row& a, const lot_row& b) {
   if (a.expires_at != b.expires_at) {

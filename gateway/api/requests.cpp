@@ -1,13 +1,10 @@
 #include "gateway/api/requests.hpp"
 
-#include <set>
-
 #include <nlohmann/json.hpp>
 
+#include "common/contract/saga_id.hpp"
 #include "common/http/target.hpp"
 #include "common/validate/fields.hpp"
-#include "orchestrator/saga/ids.hpp"
-#include "orchestrator/saga/request.hpp"
 
 namespace tally::gateway {
 
@@ -16,30 +13,23 @@ namespace {
 constexpr std::int64_t max_wait_ms = 30000;
 constexpr std::int64_t max_entries = 500;
 
-orch::saga_type saga_of(write_kind k) {
+contract::saga_type saga_of(write_kind k) {
   switch (k) {
-    case write_kind::credit: return orch::saga_type::credit;
-    case write_kind::deduct: return orch::saga_type::deduct;
-    case write_kind::refund: return orch::saga_type::refund;
-    case write_kind::transfer: return orch::saga_type::transfer;
-    default: return orch::saga_type::batch_deduct;
+    case write_kind::credit: return contract::saga_type::credit;
+    case write_kind::deduct: return contract::saga_type::deduct;
+    case write_kind::refund: return contract::saga_type::refund;
+    case write_kind::transfer: return contract::saga_type::transfer;
+    default: return contract::saga_type::batch_deduct;
   }
-}
-
-void add_account(const nlohmann::json& j, const char* field, std::vector<std::string>& out) {
-  auto it = j.find(field);
-  if (it != j.end() && it->is_string()) out.push_back(it->get<std::string>());
 }
 
 }  // namespace
 
 std::optional<write_kind> write_of_collection(std::string_view c) {
   if (c == "accounts") return write_kind::open_account;
-  if (c == "credits") return write_kind::credit;
-  if (c == "deductions") return write_kind::deduct;
-  if (c == "refunds") return write_kind::refund;
-  if (c == "transfers") return write_kind::transfer;
-  if (c == "batch-deductions") return write_kind::batch_deduct;
+  for (auto k :
+       {write_kind::credit, write_kind::deduct, write_kind::refund, write_kind::transfer, write_kind::batch_deduct})
+    if (contract::collection_of(saga_of(k)) == c) return k;
   return std::nullopt;
 }
 
@@ -56,16 +46,14 @@ std::variant<accepted_write, refusal> check_write(write_kind kind, std::string_v
     out.accounts.push_back(out.account_id);
     return out;
   }
-  auto parsed = orch::parse_saga_request(saga_of(kind), tenant, j);
-  if (auto* bad = std::get_if<orch::invalid_request>(&parsed)) return refusal{bad->message};
+  auto parsed = contract::parse_saga_request(saga_of(kind), tenant, j);
+  if (auto* bad = std::get_if<contract::invalid_request>(&parsed)) return refusal{bad->message};
+  auto& saga = std::get<contract::saga_request>(parsed);
   // A refund's original is named by a saga id, which has a shape of its own.
-  if (kind == write_kind::refund && !orch::is_saga_id(j.value("original_saga_id", "")))
+  if (kind == write_kind::refund && !contract::is_saga_id(saga.original_saga_id))
     return refusal{"bad original_saga_id"};
-  add_account(j, "account_id", out.accounts);
-  add_account(j, "from_account", out.accounts);
-  add_account(j, "to_account", out.accounts);
-  if (auto items = j.find("items"); items != j.end() && items->is_array())
-    for (const auto& item : *items) add_account(item, "account_id", out.accounts);
+  out.accounts = contract::accounts_of(saga);
+  out.saga = std::move(saga);
   return out;
 }
 

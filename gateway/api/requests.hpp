@@ -1,15 +1,17 @@
 #pragma once
 // What the gateway checks before it forwards anything (pure, and the fuzz
 // target's entry point): the body of every write and the query parameters
-// of every read, against API.md. A write that passes is one the
-// orchestrator or shard will accept as well-formed: sagas are validated by
-// the orchestrator's own request parser.
+// of every read, against API.md. A saga write is validated once, here, into
+// the contract's request (common/contract), which the gateway forwards in
+// its canonical form: the orchestrator does not validate it again.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "common/contract/saga_request.hpp"
 
 namespace tally::gateway {
 
@@ -19,8 +21,9 @@ enum class write_kind { open_account, credit, deduct, refund, transfer, batch_de
 std::optional<write_kind> write_of_collection(std::string_view collection);
 
 struct accepted_write {
-  std::vector<std::string> accounts;  // the accounts it names, for the per-account rate limit
-  std::string account_id;             // open_account: the account to open
+  std::vector<std::string> accounts;           // the accounts it names, for the per-account rate limit
+  std::string account_id;                      // open_account: the account to open
+  std::optional<contract::saga_request> saga;  // every other write
 };
 
 struct refusal {

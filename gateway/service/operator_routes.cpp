@@ -4,12 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract/saga_id.hpp"
+#include "common/contract/saga_request.hpp"
 #include "common/metrics/scrape.hpp"
 #include "common/time/rfc3339.hpp"
 #include "common/validate/fields.hpp"
 #include "gateway/service/router.hpp"
-#include "orchestrator/saga/ids.hpp"
-#include "orchestrator/saga/request.hpp"
 
 namespace tally::gateway {
 
@@ -48,9 +48,9 @@ asio::awaitable<response> router::admin_sagas(request& req, const call& c) {
 // GET /v1/admin/sagas/{id}, POST …/retry and …/abort.
 asio::awaitable<response> router::admin_saga(request& req, const call& c) {
   if (req.method() == bhttp::verb::post) {
-    if (auto bad = orch::check_action_body(req.body())) co_return bad_request(req, bad->message);
+    if (auto bad = contract::check_action_body(req.body())) co_return bad_request(req, bad->message);
   }
-  if (!orch::is_saga_id(c.args[0])) co_return no_such_saga(req);
+  if (!contract::is_saga_id(c.args[0])) co_return no_such_saga(req);
   // The operator endpoints promise no wait: a longer one is cut to the
   // upstream time-out, so the orchestrator answers (202 while the saga
   // runs) before the gateway would give up on it.

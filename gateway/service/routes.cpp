@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract/saga_id.hpp"
+#include "common/contract/saga_request.hpp"
 #include "common/http/route_match.hpp"
 #include "common/http/route_table.hpp"
 #include "common/log/log.hpp"
@@ -12,8 +14,6 @@
 #include "common/validate/fields.hpp"
 #include "gateway/service/router.hpp"
 #include "gateway/stream/messages.hpp"
-#include "orchestrator/saga/ids.hpp"
-#include "orchestrator/saga/request.hpp"
 
 namespace tally::gateway {
 
@@ -40,8 +40,8 @@ response document(const request& req, unsigned status, std::string body, std::st
 bool refundable(const std::string& doc) {
   auto j = json::parse(doc, nullptr, false);
   if (!j.is_object() || j.value("state", "") != "completed") return false;
-  const auto type = j.value("type", "");
-  return type == "deduct" || type == "transfer" || type == "batch_deduct";
+  const auto type = contract::saga_type_from(j.value("type", ""));
+  return type && contract::is_refundable(*type);
 }
 
 std::string page_query(const read_params& params) {
@@ -230,12 +230,13 @@ asio::awaitable<response> router::write(request& req, const call& c) {
   auto& ok = std::get<accepted_write>(checked);
   if (auto refused = co_await limit(req, who, ok.accounts)) co_return std::move(*refused);
   if (kind == write_kind::open_account) co_return co_await open_account(req, who, ok.account_id);
-  co_return co_await to_orchestrator(req, tenant_path(who, c.target.path, 1), c.target.query, c.params);
+  req.body() = contract::to_canonical_json(*ok.saga).dump();
+  co_return co_await to_orchestrator(req, "/v1/sagas", c.target.query, c.params);
 }
 
 asio::awaitable<response> router::confirm_or_cancel(request& req, const call& c) {
-  if (auto bad = orch::check_action_body(req.body())) co_return bad_request(req, bad->message);
-  if (!orch::is_saga_id(c.args[0])) co_return no_such_saga(req);
+  if (auto bad = contract::check_action_body(req.body())) co_return bad_request(req, bad->message);
+  if (!contract::is_saga_id(c.args[0])) co_return no_such_saga(req);
   if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
   co_return co_await to_orchestrator(req, tenant_path(*c.who, c.target.path, 1), c.target.query, c.params);
 }
@@ -322,7 +323,7 @@ asio::awaitable<response> router::account_page(const request& req, const princip
 
 asio::awaitable<response> router::saga(request& req, const call& c) {
   const auto& id = c.args[0];
-  if (!orch::is_saga_id(id)) co_return no_such_saga(req);
+  if (!contract::is_saga_id(id)) co_return no_such_saga(req);
   if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
   if (!c.params.strong && !c.params.wait_ms) {
     auto doc = co_await projected(projection::saga_key(c.who->tenant, id));

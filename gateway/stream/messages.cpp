@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract/saga_id.hpp"
 #include "common/validate/fields.hpp"
-#include "orchestrator/saga/ids.hpp"
 
 namespace tally::gateway {
 
@@ -18,7 +18,7 @@ std::string read_ids(const nlohmann::json& j, const char* field, bool sagas, std
   for (const auto& v : *it) {
     if (!v.is_string()) return std::string(field) + " must be an array of ids";
     const auto& id = v.get_ref<const std::string&>();
-    if (sagas ? !orch::is_saga_id(id) : !validate::is_valid_id(id)) return std::string("bad id in ") + field;
+    if (sagas ? !contract::is_saga_id(id) : !validate::is_valid_id(id)) return std::string("bad id in ") + field;
     out.push_back(id);
   }
   return "";

@@ -13,13 +13,6 @@ namespace {
 constexpr std::string_view frozen_code = "account_frozen";
 constexpr std::string_view conflict_code = "idempotency_conflict";
 
-template <typename E, std::size_t N>
-std::optional<E> from_names(std::string_view s, const E (&all)[N]) {
-  for (auto e : all)
-    if (to_string(e) == s) return e;
-  return std::nullopt;
-}
-
 std::string account_of(const saga& s, const step_def& st, std::size_t item) {
   switch (st.role) {
     case account_role::account: return s.input.account;
@@ -32,60 +25,41 @@ std::string account_of(const saga& s, const step_def& st, std::size_t item) {
 
 }  // namespace
 
-std::string_view to_string(saga_state s) {
-  switch (s) {
-    case saga_state::pending: return "pending";
-    case saga_state::running: return "running";
-    case saga_state::awaiting_confirmation: return "awaiting_confirmation";
-    case saga_state::compensating: return "compensating";
-    case saga_state::completed: return "completed";
-    case saga_state::failed: return "failed";
-    case saga_state::compensated: return "compensated";
-    case saga_state::needs_attention: return "needs_attention";
-  }
-  return "unknown";
-}
+constexpr contract::enum_names<saga_state, 8> saga_state_names{
+    {{saga_state::pending, "pending"},
+     {saga_state::running, "running"},
+     {saga_state::awaiting_confirmation, "awaiting_confirmation"},
+     {saga_state::compensating, "compensating"},
+     {saga_state::completed, "completed"},
+     {saga_state::failed, "failed"},
+     {saga_state::compensated, "compensated"},
+     {saga_state::needs_attention, "needs_attention"}}};
+std::string_view to_string(saga_state v) { return contract::name_of(saga_state_names, v); }
 
-std::optional<saga_state> saga_state_from(std::string_view s) { return from_names(s, all_saga_states); }
+std::optional<saga_state> saga_state_from(std::string_view s) { return contract::value_of(saga_state_names, s); }
 
 bool is_terminal(saga_state s) {
   return s == saga_state::completed || s == saga_state::failed || s == saga_state::compensated;
 }
 
-std::string_view to_string(call_status s) {
-  switch (s) {
-    case call_status::idle: return "idle";
-    case call_status::in_flight: return "in_flight";
-    case call_status::waiting: return "waiting";
-    case call_status::succeeded: return "succeeded";
-    case call_status::rejected: return "rejected";
-    case call_status::not_applied: return "not_applied";
-    case call_status::applied: return "applied";
-  }
-  return "unknown";
-}
+constexpr contract::enum_names<call_status, 7> call_status_names{{{call_status::idle, "idle"},
+                                                                  {call_status::in_flight, "in_flight"},
+                                                                  {call_status::waiting, "waiting"},
+                                                                  {call_status::succeeded, "succeeded"},
+                                                                  {call_status::rejected, "rejected"},
+                                                                  {call_status::not_applied, "not_applied"},
+                                                                  {call_status::applied, "applied"}}};
+std::string_view to_string(call_status v) { return contract::name_of(call_status_names, v); }
 
-std::optional<call_status> call_status_from(std::string_view s) {
-  constexpr call_status all[] = {call_status::idle,      call_status::in_flight, call_status::waiting,
-                                 call_status::succeeded, call_status::rejected,  call_status::not_applied,
-                                 call_status::applied};
-  return from_names(s, all);
-}
+std::optional<call_status> call_status_from(std::string_view s) { return contract::value_of(call_status_names, s); }
 
-std::string_view to_string(phase p) {
-  switch (p) {
-    case phase::forward: return "forward";
-    case phase::awaiting: return "awaiting";
-    case phase::compensating: return "compensating";
-    case phase::done: return "done";
-  }
-  return "unknown";
-}
+constexpr contract::enum_names<phase, 4> phase_names{{{phase::forward, "forward"},
+                                                      {phase::awaiting, "awaiting"},
+                                                      {phase::compensating, "compensating"},
+                                                      {phase::done, "done"}}};
+std::string_view to_string(phase v) { return contract::name_of(phase_names, v); }
 
-std::optional<phase> phase_from(std::string_view s) {
-  constexpr phase all[] = {phase::forward, phase::awaiting, phase::compensating, phase::done};
-  return from_names(s, all);
-}
+std::optional<phase> phase_from(std::string_view s) { return contract::value_of(phase_names, s); }
 
 bool call_state::may_have_applied() const {
   // A call answered only "not now" may still have a duplicate on its way:

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "common/contract/enum_names.hpp"
+#include "common/contract/saga_request.hpp"
 #include "orchestrator/workflow/definition.hpp"
 
 namespace tally::orch {
@@ -53,11 +55,7 @@ std::string_view to_string(saga_state s);
 std::optional<saga_state> saga_state_from(std::string_view s);
 bool is_terminal(saga_state s);
 
-struct saga_item {
-  std::string account;
-  std::int64_t amount = 0;
-  bool operator==(const saga_item&) const = default;
-};
+using contract::saga_item;
 
 // What the saga was asked to do, with the accounts resolved per role.
 // A part of an amount by the lot it came from, as a hold's allocation

@@ -1,7 +1,6 @@
 #pragma once
-// A request to start a saga, as the gateway passes it on (API.md bodies plus
-// the caller's tenant): validated field by field, mapped to its workflow and
-// input, with the request hash that saga idempotency compares.
+// A request to start a saga, as the orchestrator runs it: the contract's
+// validated request (common/contract) mapped to its workflow and input.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -10,13 +9,12 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/contract/saga_request.hpp"
 #include "orchestrator/engine/engine.hpp"
 
 namespace tally::orch {
 
-inline constexpr std::size_t max_batch_items = 1000;
-inline constexpr std::int64_t max_hold_timeout_ms = 7LL * 24 * 3600 * 1000;  // a week
-inline constexpr std::int64_t max_transfer_timeout_ms = 300'000;             // five minutes
+using contract::invalid_request;
 
 struct saga_request {
   saga_type type = saga_type::credit;
@@ -30,13 +28,13 @@ struct saga_request {
   std::string request_hash;                          // hex SHA-256 of the semantic fields
 };
 
-struct invalid_request {
-  std::string message;
-};
+// The workflow and input of a validated request.
+saga_request to_saga_request(contract::saga_request r);
 
-std::variant<saga_request, invalid_request> parse_saga_request(saga_type type, std::string_view tenant,
-                                                               const nlohmann::json& body);
-
+// An API body (the orchestrator's own API for direct callers): validated
+// by the contract's parser, then mapped.
+std::variant<saga_request, invalid_request> saga_request_from_body(saga_type type, std::string_view tenant,
+                                                                   const nlohmann::json& body);
 // Why a refund cannot start against its original (nothing is written).
 struct refund_refusal {
   enum class reason { not_found, invalid, invalid_state } why = reason::invalid;
@@ -49,9 +47,5 @@ struct refund_refusal {
 // batch deduction's names one item's account (its amount, or none for what
 // is left of it) or none, and then gives back what is left of every item.
 std::optional<refund_refusal> resolve_refund(saga_request& r, const saga& original, saga_type original_type);
-
-// An action on a saga (confirm, cancel, retry, abort) takes no fields: its
-// body is empty or an empty JSON object, else the refusal.
-std::optional<invalid_request> check_action_body(std::string_view body);
 
 }  // namespace tally::orch

@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract/saga_id.hpp"
 #include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
 #include "common/validate/fields.hpp"
 #include "orchestrator/saga/codec.hpp"
-#include "orchestrator/saga/ids.hpp"
 #include "orchestrator/saga/request.hpp"
 
 namespace tally::orch {
@@ -38,7 +38,8 @@ response bad_request(const request& req, std::string_view message) {
 // Whatever its format: an id that is no saga id names no saga. Only a
 // well-formed id is echoed (anything else may not even be UTF-8).
 response no_such_saga(const request& req, std::string_view id) {
-  return error(req, 404, "not_found", is_saga_id(id) ? "no saga " + std::string(id) : std::string("no such saga"));
+  return error(req, 404, "not_found",
+               contract::is_saga_id(id) ? "no saga " + std::string(id) : std::string("no such saga"));
 }
 
 json saga_json(const stored_saga& st) { return public_json(st.s, *find_workflow(st.s.workflow), st.updated); }
@@ -54,15 +55,6 @@ json attempt_json(const step_attempt& a) {
           {"code", a.code.empty() ? json(nullptr) : json(a.code)},
           {"sent_at", to_rfc3339(a.sent)},
           {"answered_at", a.answered ? json(to_rfc3339(*a.answered)) : json(nullptr)}};
-}
-
-std::optional<saga_type> type_of_collection(std::string_view c) {
-  if (c == "credits") return saga_type::credit;
-  if (c == "deductions") return saga_type::deduct;
-  if (c == "refunds") return saga_type::refund;
-  if (c == "transfers") return saga_type::transfer;
-  if (c == "batch-deductions") return saga_type::batch_deduct;
-  return std::nullopt;
 }
 
 // One request matched to its route: its target, the pattern's
@@ -82,14 +74,18 @@ class router {
  public:
   explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
-  // Under /v1/ everything needs the internal token; the gateway names the
-  // caller's tenant in the path.
+  // Under /v1/ everything needs the internal token. The gateway starts
+  // sagas with their canonical request (POST /v1/sagas, the tenant inside)
+  // and names the caller's tenant in the path of everything else; the
+  // collections under /v1/tenants/{tenant}/ take API.md bodies from
+  // direct callers (benchmarks, tests).
   static std::span<const route> table() {
     using v = bhttp::verb;
     static const route routes[] = {
         {v::get, "/v1/workflows", &router::workflow_list},
         {v::get, "/v1/admin/failpoints", &router::failpoints},
         {v::post, "/v1/admin/failpoints", &router::failpoints},
+        {v::post, "/v1/sagas", &router::start_canonical},
         {v::post, "/v1/tenants/{tenant}/credits", &router::start},
         {v::post, "/v1/tenants/{tenant}/deductions", &router::start},
         {v::post, "/v1/tenants/{tenant}/refunds", &router::start},
@@ -117,6 +113,8 @@ class router {
           if (r.path.starts_with("/v1/tenants/")) {
             c.tenant = c.args[0];
             if (!validate::is_valid_id(c.tenant)) co_return bad_request(req, "bad tenant id");
+          }
+          if (r.path.starts_with("/v1/tenants/") || r.handle == &router::start_canonical) {
             auto wait = wait_of(t.query);
             if (!wait) co_return bad_request(req, "wait_ms must be an integer from 0 to 30000");
             c.wait = *wait;
@@ -168,16 +166,28 @@ class router {
 
   asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }
 
-  // POST /tenants/{t}/{collection}: a new saga of the collection's type.
+  // POST /tenants/{t}/{collection}: a new saga of the collection's type,
+  // from an API.md body.
   asio::awaitable<response> start(const request& req, const call& c) {
-    const auto type = *type_of_collection(c.target.path[3]);
-    const auto& tenant = c.tenant;
-    const auto wait = c.wait;
+    const auto type = *contract::saga_type_of_collection(c.target.path[3]);
     auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
-    auto parsed = parse_saga_request(type, tenant, *body);
+    auto parsed = saga_request_from_body(type, c.tenant, *body);
     if (auto* bad = std::get_if<invalid_request>(&parsed)) co_return bad_request(req, bad->message);
-    auto r = co_await ctx_.runner.async_start(std::move(std::get<saga_request>(parsed)));
+    co_return co_await run_start(req, std::move(std::get<saga_request>(parsed)), c.wait);
+  }
+
+  // POST /sagas: a new saga from the canonical request the gateway
+  // validated (common/contract); only its shape is checked here.
+  asio::awaitable<response> start_canonical(const request& req, const call& c) {
+    auto body = http::parse_json_body(req);
+    auto canonical = body ? contract::from_canonical_json(*body) : std::nullopt;
+    if (!canonical) co_return bad_request(req, "not a canonical saga request");
+    co_return co_await run_start(req, to_saga_request(std::move(*canonical)), c.wait);
+  }
+
+  asio::awaitable<response> run_start(const request& req, saga_request request, std::chrono::milliseconds wait) {
+    auto r = co_await ctx_.runner.async_start(std::move(request));
     if (r.kind != saga_runner::outcome::created && r.kind != saga_runner::outcome::replayed) co_return failure(req, r);
     auto now = co_await settle(*r.saga, wait);
     co_return saga_response(req, now, r.kind == saga_runner::outcome::replayed);
@@ -189,8 +199,8 @@ class router {
     const auto& id = c.args[1];
     const auto action = *saga_action_from(c.target.path.back());
     const auto wait = c.wait;
-    if (auto bad = check_action_body(req.body())) co_return bad_request(req, bad->message);
-    if (!is_saga_id(id)) co_return no_such_saga(req, id);
+    if (auto bad = contract::check_action_body(req.body())) co_return bad_request(req, bad->message);
+    if (!contract::is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
     if (r.kind == saga_runner::outcome::invalid_state && r.saga) {
       co_return error(req, 409, "invalid_state",
@@ -209,7 +219,7 @@ class router {
     const auto& id = c.args[1];
     const auto wait = c.wait;
     const bool history = c.target.path[3] == "admin";
-    if (!is_saga_id(id)) co_return no_such_saga(req, id);
+    if (!contract::is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_get(tenant, std::string(id), wait);
     if (!r.saga) co_return failure(req, r);
     auto body = saga_json(*r.saga);
@@ -268,7 +278,7 @@ class router {
       f.limit = static_cast<std::size_t>(*v);
     }
     if (auto cursor = http::query_param(query, "cursor")) {
-      if (!is_saga_id(*cursor)) return "bad cursor";
+      if (!contract::is_saga_id(*cursor)) return "bad cursor";
       f.after = std::move(*cursor);
     }
     return std::nullopt;

@@ -16,7 +16,7 @@
 
 #include "common/failpoint/failpoint.hpp"
 #include "common/log/log.hpp"
-#include "orchestrator/saga/ids.hpp"
+#include "common/contract/saga_id.hpp"
 #include "orchestrator/transport/shard_call.hpp"
 
 namespace tally::orch {
@@ -527,7 +527,7 @@ asio::awaitable<saga_runner::result> saga_runner::async_start(saga_request reque
   std::array<std::uint8_t, 10> random{};
   RAND_bytes(random.data(), static_cast<int>(random.size()));
   auto s = std::make_shared<saga>();
-  s->id = new_saga_id(t, random);
+  s->id = contract::new_saga_id(t, random);
   s->tenant = request.tenant;
   s->biz_id = request.biz_id;
   s->workflow = request.workflow;

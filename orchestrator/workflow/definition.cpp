@@ -6,54 +6,24 @@
 
 namespace tally::orch {
 
-std::string_view to_string(saga_type t) {
-  switch (t) {
-    case saga_type::credit: return "credit";
-    case saga_type::deduct: return "deduct";
-    case saga_type::refund: return "refund";
-    case saga_type::transfer: return "transfer";
-    case saga_type::batch_deduct: return "batch_deduct";
-  }
-  return "unknown";
-}
+constexpr contract::enum_names<participant_op, 7> participant_op_names{{{participant_op::credit, "credit"},
+                                                                        {participant_op::debit, "debit"},
+                                                                        {participant_op::hold, "hold"},
+                                                                        {participant_op::capture, "capture"},
+                                                                        {participant_op::release, "release"},
+                                                                        {participant_op::refund, "refund"},
+                                                                        {participant_op::cancel_key, "cancel_key"}}};
+std::string_view to_string(participant_op v) { return contract::name_of(participant_op_names, v); }
 
-std::optional<saga_type> saga_type_from(std::string_view s) {
-  for (auto t : all_saga_types)
-    if (to_string(t) == s) return t;
-  return std::nullopt;
-}
+constexpr contract::enum_names<account_role, 4> account_role_names{{{account_role::account, "account"},
+                                                                    {account_role::source, "source"},
+                                                                    {account_role::destination, "destination"},
+                                                                    {account_role::each_item, "each_item"}}};
+std::string_view to_string(account_role v) { return contract::name_of(account_role_names, v); }
 
-std::string_view to_string(participant_op op) {
-  switch (op) {
-    case participant_op::credit: return "credit";
-    case participant_op::debit: return "debit";
-    case participant_op::hold: return "hold";
-    case participant_op::capture: return "capture";
-    case participant_op::release: return "release";
-    case participant_op::refund: return "refund";
-    case participant_op::cancel_key: return "cancel_key";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(account_role r) {
-  switch (r) {
-    case account_role::account: return "account";
-    case account_role::source: return "source";
-    case account_role::destination: return "destination";
-    case account_role::each_item: return "each_item";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(undo_kind u) {
-  switch (u) {
-    case undo_kind::none: return "none";
-    case undo_kind::release: return "release";
-    case undo_kind::cancel_key: return "cancel_key";
-  }
-  return "unknown";
-}
+constexpr contract::enum_names<undo_kind, 3> undo_kind_names{
+    {{undo_kind::none, "none"}, {undo_kind::release, "release"}, {undo_kind::cancel_key, "cancel_key"}}};
+std::string_view to_string(undo_kind v) { return contract::name_of(undo_kind_names, v); }
 
 bool workflow_def::sendable_before_saving(std::size_t step) const {
   return step > pivot_index() && step < steps.size() && steps[step].undo == undo_kind::none;

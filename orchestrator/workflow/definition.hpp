@@ -11,16 +11,17 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/contract/enum_names.hpp"
+#include "common/contract/saga_type.hpp"
+
 namespace tally::orch {
 
 // The public saga types (API.md). A type may have several workflows: a
 // deduction is immediate or held, a refund is of a deduction, a transfer or
 // the items of a batch deduction.
-enum class saga_type { credit, deduct, refund, transfer, batch_deduct };
-inline constexpr saga_type all_saga_types[] = {saga_type::credit, saga_type::deduct, saga_type::refund,
-                                               saga_type::transfer, saga_type::batch_deduct};
-std::string_view to_string(saga_type t);
-std::optional<saga_type> saga_type_from(std::string_view s);
+using contract::all_saga_types;
+using contract::saga_type;
+using contract::saga_type_from;
 
 // The shard command a step sends (account_shard's command types).
 enum class participant_op { credit, debit, hold, capture, release, refund, cancel_key };

@@ -7,6 +7,9 @@
 #include <string_view>
 #include <variant>
 
+#include <nlohmann/json.hpp>
+
+#include "common/contract/saga_request.hpp"
 #include "common/http/target.hpp"
 #include "common/validate/fields.hpp"
 #include "gateway/api/requests.hpp"
@@ -30,6 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       auto r = gateway::check_write(kind, "fuzz", input);
       if (auto* ok = std::get_if<gateway::accepted_write>(&r)) {
         for (const auto& a : ok->accounts) require(validate::is_valid_id(a));
+        // What the gateway forwards reads back as the request it accepted.
+        if (ok->saga) require(contract::from_canonical_json(contract::to_canonical_json(*ok->saga)) == *ok->saga);
       }
       break;
     }

@@ -119,6 +119,28 @@ TEST(Requests, WritesNameTheirAccounts) {
   EXPECT_EQ(std::get<accepted_write>(o).account_id, "alice");
 }
 
+TEST(Requests, ASagaWriteIsValidatedOnceIntoTheContractsRequest) {
+  auto t = check_write(write_kind::transfer, "acme",
+                       R"({"from_account":"a","to_account":"b","amount":5,"biz_id":"t1","timeout_ms":900})");
+  ASSERT_TRUE(std::holds_alternative<accepted_write>(t));
+  const auto& saga = std::get<accepted_write>(t).saga;
+  ASSERT_TRUE(saga);
+  EXPECT_EQ(saga->type, contract::saga_type::transfer);
+  EXPECT_EQ(saga->tenant, "acme");
+  EXPECT_EQ(saga->source, "a");
+  EXPECT_EQ(saga->destination, "b");
+  EXPECT_EQ(saga->timeout, std::chrono::milliseconds(900));
+  EXPECT_EQ(saga->request_hash.size(), 64u);
+  auto o = check_write(write_kind::open_account, "acme", R"({"account_id":"alice"})");
+  ASSERT_TRUE(std::holds_alternative<accepted_write>(o));
+  EXPECT_FALSE(std::get<accepted_write>(o).saga);
+  EXPECT_EQ(write_of_collection("accounts"), write_kind::open_account);
+  EXPECT_EQ(write_of_collection("credits"), write_kind::credit);
+  EXPECT_EQ(write_of_collection("batch-deductions"), write_kind::batch_deduct);
+  EXPECT_FALSE(write_of_collection("batch_deduct"));
+  EXPECT_FALSE(write_of_collection("sagas"));
+}
+
 TEST(Requests, BadWritesAreRefusedWithTheReason) {
   EXPECT_EQ(refused_write(write_kind::credit, R"({"account_id":"a","amount":5)"), "malformed JSON");
   EXPECT_EQ(refused_write(write_kind::credit, "[1]"), "the body must be a JSON object");

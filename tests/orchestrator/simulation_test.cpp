@@ -25,8 +25,8 @@
 
 #include "account_shard/ledger/command.hpp"
 #include "account_shard/ledger/decide.hpp"
+#include "common/contract/saga_id.hpp"
 #include "orchestrator/saga/codec.hpp"
-#include "orchestrator/saga/ids.hpp"
 #include "orchestrator/transport/shard_call.hpp"
 
 namespace tally::orch {
@@ -163,7 +163,7 @@ class simulation {
   std::string new_id() {
     std::array<std::uint8_t, 10> random;
     for (auto& b : random) b = static_cast<std::uint8_t>(pick(0, 255));
-    return new_saga_id(at(now_), random);
+    return contract::new_saga_id(at(now_), random);
   }
 
   std::string random_account() {

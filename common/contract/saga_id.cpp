@@ -1,6 +1,6 @@
-#include "orchestrator/saga/ids.hpp"
+#include "common/contract/saga_id.hpp"
 
-namespace tally::orch {
+namespace tally::contract {
 
 namespace {
 constexpr std::string_view alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";  // Crockford: no I, L, O, U
@@ -8,7 +8,8 @@ constexpr std::string_view prefix = "sg_";
 constexpr std::size_t encoded = 26;
 }  // namespace
 
-std::string new_saga_id(instant now, const std::array<std::uint8_t, 10>& random) {
+std::string new_saga_id(std::chrono::sys_time<std::chrono::milliseconds> now,
+                        const std::array<std::uint8_t, 10>& random) {
   std::array<std::uint8_t, 16> bytes{};
   const auto ms = static_cast<std::uint64_t>(now.time_since_epoch().count());
   for (int i = 0; i < 6; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(ms >> (8 * (5 - i)));
@@ -35,4 +36,4 @@ bool is_saga_id(std::string_view id) {
   return id.find_first_not_of(alphabet) == std::string_view::npos;
 }
 
-}  // namespace tally::orch
+}  // namespace tally::contract

@@ -5,15 +5,15 @@
 // coordination between instances. They fit the shards' id alphabet, so a
 // saga id is also its calls' shard key.
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "orchestrator/engine/engine.hpp"
+namespace tally::contract {
 
-namespace tally::orch {
-
-std::string new_saga_id(instant now, const std::array<std::uint8_t, 10>& random);
+std::string new_saga_id(std::chrono::sys_time<std::chrono::milliseconds> now,
+                        const std::array<std::uint8_t, 10>& random);
 bool is_saga_id(std::string_view id);
 
-}  // namespace tally::orch
+}  // namespace tally::contract
