@@ -262,14 +262,6 @@ class router {
     co_return http::json_response(req, 200, out);
   }
 
-  // ?type=, when present, into the filter; false when it names no type.
-  static bool read_type(std::string_view query, saga_filter& f) {
-    auto type = http::query_param(query, "type");
-    if (!type) return true;
-    f.type = saga_type_from(*type);
-    return f.type.has_value();
-  }
-
   // ?limit= and ?cursor=, when present, into the filter; else the refusal.
   static std::optional<std::string> read_page(std::string_view query, saga_filter& f) {
     if (auto limit = http::query_param(query, "limit")) {
@@ -284,26 +276,32 @@ class router {
     return std::nullopt;
   }
 
+  // ?type=, ?biz_id=, ?limit= and ?cursor=, which both lists take, into
+  // the filter; else the refusal.
+  static std::optional<std::string> read_shared(std::string_view query, saga_filter& f) {
+    if (auto type = http::query_param(query, "type")) {
+      f.type = saga_type_from(*type);
+      if (!f.type) return "type must be credit, deduct, refund, transfer or batch_deduct";
+    }
+    if (auto biz = http::query_param(query, "biz_id")) {
+      if (!validate::is_valid_id(*biz)) return "bad biz_id";
+      f.biz_id = std::move(*biz);
+    }
+    return read_page(query, f);
+  }
+
   // GET /sagas?type=&biz_id=&limit=&cursor=: an app finds its sagas by
   // business key, a page at a time like the operator's list.
   asio::awaitable<response> find(const request& req, const call& c) {
-    const auto query = c.target.query;
     saga_filter f{c.tenant};
-    if (!read_type(query, f))
-      co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
-    if (auto biz = http::query_param(query, "biz_id")) {
-      if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
-      f.biz_id = std::move(*biz);
-    }
-    if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
+    if (auto bad = read_shared(c.target.query, f)) co_return bad_request(req, *bad);
     co_return co_await run_list(req, std::move(f));
   }
 
   asio::awaitable<response> list(const request& req, const call& c) {
     const auto query = c.target.query;
     saga_filter f{c.tenant};
-    if (!read_type(query, f))
-      co_return bad_request(req, "type must be credit, deduct, refund, transfer or batch_deduct");
+    if (auto bad = read_shared(query, f)) co_return bad_request(req, *bad);
     if (auto state = http::query_param(query, "state")) {
       f.state = saga_state_from(*state);
       if (!f.state) co_return bad_request(req, "unknown state");
@@ -313,15 +311,10 @@ class router {
       if (!v || *v < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
       f.created_before = now() - std::chrono::milliseconds(*v);
     }
-    if (auto biz = http::query_param(query, "biz_id")) {
-      if (!validate::is_valid_id(*biz)) co_return bad_request(req, "bad biz_id");
-      f.biz_id = std::move(*biz);
-    }
     if (auto overdue = http::query_param(query, "overdue")) {
       if (*overdue != "true" && *overdue != "false") co_return bad_request(req, "overdue must be true or false");
       if (*overdue == "true") f.overdue_at = now();
     }
-    if (auto bad = read_page(query, f)) co_return bad_request(req, *bad);
     co_return co_await run_list(req, std::move(f));
   }
 
