@@ -125,7 +125,7 @@ struct app : service::app {
     for (int attempt = 0;; ++attempt) {
       boost::system::error_code bind_error;
       try {
-        server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_));
+        server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_), shard::body_limits());
         server_->start();
         break;
       } catch (const boost::system::system_error& e) {

@@ -136,7 +136,7 @@ struct app : service::app {
   }
 
   asio::awaitable<void> async_start() override {
-    server_ = std::make_unique<http::server>(io_, s_.listen, gateway::make_handler(*ctx_));
+    server_ = std::make_unique<http::server>(io_, s_.listen, gateway::make_handler(*ctx_), gateway::body_limits());
     server_->set_upgrade_handler([this](boost::beast::tcp_stream stream, http::request req) {
       if (stopping_) return;
       streams_.accept(std::move(stream), std::move(req));

@@ -110,7 +110,7 @@ struct app : service::app {
   asio::awaitable<void> async_start() override {
     if (auto err = co_await runner_->async_open()) throw std::runtime_error("saga store: " + err.message);
     runner_->start();
-    server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_));
+    server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_), orch::body_limits());
     server_->start();
     log::info("serving", {{"address", s_.listen.address},
                           {"port", server_->port()},

@@ -98,7 +98,7 @@ struct app : service::app {
         if (++finished_ == pumps_.size()) all_stopped_.cancel();
       });
     }
-    server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_));
+    server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_), relay::body_limits());
     server_->start();
     log::info("serving", {{"address", s_.listen.address},
                           {"port", server_->port()},

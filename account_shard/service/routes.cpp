@@ -73,7 +73,9 @@ class router {
  public:
   explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
-  // Under /v1/ everything needs the internal token.
+  // Under /v1/ everything needs the internal token. Bodies: a GET reads
+  // none, freeze and unfreeze `{}` or nothing, the rest up to the server's
+  // listen.body_limit (a batch of 1000 commands is about 150 KB).
   static std::span<const route> table() {
     using v = bhttp::verb;
     static const route routes[] = {
@@ -84,8 +86,8 @@ class router {
         {v::get, "/v1/accounts/{tenant}/{account_id}/entries", &router::entries},
         {v::get, "/v1/accounts/{tenant}/{account_id}/lots", &router::lots},
         {v::get, "/v1/accounts/{tenant}/{account_id}/holds", &router::holds},
-        {v::post, "/v1/accounts/{tenant}/{account_id}/freeze", &router::set_status},
-        {v::post, "/v1/accounts/{tenant}/{account_id}/unfreeze", &router::set_status},
+        {v::post, "/v1/accounts/{tenant}/{account_id}/freeze", &router::set_status, http::action_body_limit},
+        {v::post, "/v1/accounts/{tenant}/{account_id}/unfreeze", &router::set_status, http::action_body_limit},
         {v::get, "/v1/operations/{tenant}/{account_id}/{biz_type}/{biz_id}", &router::operation},
         {v::get, "/v1/holds/old", &router::old_holds},
         {v::get, "/v1/reconciliation", &router::reconcile},
@@ -298,5 +300,6 @@ class router {
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::shard

@@ -83,9 +83,12 @@ std::string without_tenant(const std::string& body) {
 
 // ---- the table -------------------------------------------------------------
 
+// Bodies: a GET reads none, an action (confirm, cancel, retry, abort,
+// freeze) `{}` or nothing, a write up to the server's 64 KiB (API.md).
 const std::vector<route_def>& router::table() {
   using v = bhttp::verb;
   using a = access;
+  constexpr auto action = http::action_body_limit;
   static const std::vector<route_def> routes = {
       {v::get, "/healthz", a::anyone, &router::probe},
       {v::get, "/readyz", a::anyone, &router::probe},
@@ -99,8 +102,8 @@ const std::vector<route_def>& router::table() {
       {v::get, "/v1/accounts/{account_id}/lots", a::app, &router::lots},
       {v::post, "/v1/credits", a::app, &router::write},
       {v::post, "/v1/deductions", a::app, &router::write},
-      {v::post, "/v1/deductions/{saga_id}/confirm", a::app, &router::confirm_or_cancel},
-      {v::post, "/v1/deductions/{saga_id}/cancel", a::app, &router::confirm_or_cancel},
+      {v::post, "/v1/deductions/{saga_id}/confirm", a::app, &router::confirm_or_cancel, action},
+      {v::post, "/v1/deductions/{saga_id}/cancel", a::app, &router::confirm_or_cancel, action},
       {v::post, "/v1/refunds", a::app, &router::write},
       {v::post, "/v1/transfers", a::app, &router::write},
       {v::post, "/v1/batch-deductions", a::app, &router::write},
@@ -111,11 +114,11 @@ const std::vector<route_def>& router::table() {
       {v::get, "/v1/admin/sagas", a::operator_only, &router::admin_sagas},
       {v::get, "/v1/admin/sagas/counts", a::operator_only, &router::admin_sagas},
       {v::get, "/v1/admin/sagas/{saga_id}", a::operator_only, &router::admin_saga},
-      {v::post, "/v1/admin/sagas/{saga_id}/retry", a::operator_only, &router::admin_saga},
-      {v::post, "/v1/admin/sagas/{saga_id}/abort", a::operator_only, &router::admin_saga},
+      {v::post, "/v1/admin/sagas/{saga_id}/retry", a::operator_only, &router::admin_saga, action},
+      {v::post, "/v1/admin/sagas/{saga_id}/abort", a::operator_only, &router::admin_saga, action},
       {v::get, "/v1/admin/accounts", a::operator_only, &router::accounts_in_status},
-      {v::post, "/v1/admin/accounts/{account_id}/freeze", a::operator_only, &router::freeze},
-      {v::post, "/v1/admin/accounts/{account_id}/unfreeze", a::operator_only, &router::freeze},
+      {v::post, "/v1/admin/accounts/{account_id}/freeze", a::operator_only, &router::freeze, action},
+      {v::post, "/v1/admin/accounts/{account_id}/unfreeze", a::operator_only, &router::freeze, action},
       {v::get, "/v1/admin/reconciliation", a::operator_only, &router::reconciliation},
       {v::get, "/v1/admin/reconciliation/reports", a::operator_only, &router::reconciliation_reports},
       {v::get, "/v1/admin/shards", a::operator_only, &router::shards},
@@ -467,6 +470,7 @@ class internal_router {
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::body_limit_rule body_limits() { return http::body_limits_of(std::span<const route_def>(router::table())); }
 http::handler make_internal_handler(route_context& ctx) {
   return http::shared_handler(std::make_shared<internal_router>(ctx));
 }
