@@ -34,9 +34,7 @@ response json(const request& req, unsigned status, const nlohmann::json& body) {
   return http::json_response(req, status, body);
 }
 
-response bad_request(const request& req, std::string_view message) {
-  return http::make_error_response(req, 400, "invalid_request", message);
-}
+using http::bad_request;
 
 response unavailable(const request& req, std::string_view code = "unavailable") {
   return http::make_error_response(req, 503, code, "the shard cannot decide now; resend the same key");
@@ -47,7 +45,7 @@ response from_query(const request& req, const query_result& r) {
     log::warn("query failed", {{"error", r.error.message}});
     return unavailable(req);
   }
-  if (!r.found) return http::make_error_response(req, 404, "not_found", "no such object");
+  if (!r.found) return http::not_found(req, "no such object");
   return json(req, 200, r.body);
 }
 
@@ -275,7 +273,7 @@ class router {
 
   // Tests move the clock that decides expiries (testing.clock_control; else 404).
   asio::awaitable<response> clock(const request& req, const call&) {
-    if (!ctx_.clock_control) co_return http::make_error_response(req, 404, "not_found", "no such route");
+    if (!ctx_.clock_control) co_return http::not_found(req);
     co_return move_clock(req);
   }
 

@@ -94,11 +94,11 @@ boost::asio::awaitable<response> serve_internal(const request& req, const target
                                                 const std::string& token, std::span<const Route> table,
                                                 Dispatch dispatch) {
   if (auto probe = probe_response(req, t, probes)) co_return std::move(*probe);
-  if (t.path.empty() || t.path[0] != "v1") co_return make_error_response(req, 404, "not_found", "no such route");
+  if (t.path.empty() || t.path[0] != "v1") co_return not_found(req);
   if (!bearer_token_ok(req, token))
     co_return make_error_response(req, 401, "unauthorized", "missing or wrong internal token");
   auto found = find_route(table, req.method(), t.path);
-  if (!found.route) co_return make_error_response(req, 404, "not_found", "no such route");
+  if (!found.route) co_return not_found(req);
   co_return co_await dispatch(*found.route, std::move(found.args));
 }
 

@@ -114,9 +114,10 @@ class router {
 };
 
 // Helpers both route files use.
-http::response error(const http::request& req, unsigned status, std::string_view code, std::string_view message);
-http::response bad_request(const http::request& req, std::string_view message);
-http::response not_found(const http::request& req, std::string_view what = "no such route");
+using http::bad_request;
+using http::not_found;
+using http::request;
+using http::response;
 http::response no_such_saga(const http::request& req);
 // /v1/a/b → /v1/tenants/{t}/a/b, from path segment `from` on.
 std::string tenant_path(const principal& who, const std::vector<std::string>& p, std::size_t from);

@@ -32,9 +32,7 @@ instant now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(s
 response error(const request& req, unsigned status, std::string_view code, std::string_view message) {
   return http::make_error_response(req, status, code, message);
 }
-response bad_request(const request& req, std::string_view message) {
-  return error(req, 400, "invalid_request", message);
-}
+using http::bad_request;
 // Whatever its format: an id that is no saga id names no saga. Only a
 // well-formed id is echoed (anything else may not even be UTF-8).
 response no_such_saga(const request& req, std::string_view id) {
