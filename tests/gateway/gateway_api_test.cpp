@@ -416,8 +416,10 @@ TEST_F(GatewayApi, ActionsRefuseABodyAndChangeNothing) {
 }
 
 // Each route reads only as much body as it takes: an action 1 KiB (of
-// white space, which it would accept), a GET none; refused before the body
-// is read, before the key is looked at, and nothing changes.
+// white space, which it would accept); refused before the body is read,
+// before the key is looked at, and nothing changes. (A GET reads none:
+// tests/common/http_test.cpp has the server's side; the OpenAPI file
+// documents 413 per operation only where there is a body.)
 TEST_F(GatewayApi, ABodyOverItsRoutesLimitIs413AndChangesNothing) {
   const auto id = open_funded(100);
   const auto held = held_deduction(id, 30);
@@ -426,7 +428,6 @@ TEST_F(GatewayApi, ABodyOverItsRoutesLimitIs413AndChangesNothing) {
   expect_error(call("POST", "/v1/deductions/" + saga + "/confirm", std::string(1025, ' ')), 413, "payload_too_large");
   expect_error(call("POST", "/v1/admin/accounts/" + id + "/freeze", std::string(1025, ' '), acme_operator_key), 413,
                "payload_too_large");
-  expect_error(call("GET", "/v1/accounts/" + id, "{}"), 413, "payload_too_large");
   expect_error(call("POST", "/v1/deductions/" + saga + "/cancel", std::string(1025, ' '), ""), 413,
                "payload_too_large");
   auto after = call("GET", "/v1/sagas/" + saga + "?consistency=strong");
