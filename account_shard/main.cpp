@@ -24,7 +24,9 @@
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/migrate/migrate.hpp"
+#include "common/retry/backoff.hpp"
 #include "common/service/runner.hpp"
+#include "common/service/settings.hpp"
 
 namespace asio = boost::asio;
 using namespace tally;
@@ -49,13 +51,10 @@ struct settings {
 
 settings read_settings(const config::config& cfg) {
   settings s;
-  s.conninfo = cfg.get_string("database.conninfo", "");
-  if (s.conninfo.empty())
-    throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
+  s.conninfo = service::required_string(cfg, "database.conninfo");
   s.token = cfg.get_secret("internal_token", 16);
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/shard");
-  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
-  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7101));
+  s.listen = service::read_listen(cfg, "listen", 7101);
   // A full batch of 1000 commands is about 150 KB.
   s.listen.body_limit = static_cast<std::size_t>(cfg.get_int("listen.body_limit", 1024 * 1024));
   auto mode = cfg.get_string("commit_mode", "group");
@@ -79,10 +78,8 @@ settings read_settings(const config::config& cfg) {
   s.commit.refund_grace_ms = cfg.get_int("refund.expired_lot_grace_ms", 7LL * 24 * 3600 * 1000);
   if (s.commit.refund_grace_ms < 0) throw std::runtime_error("refund.expired_lot_grace_ms must be >= 0");
   s.clock_control = cfg.get_bool("testing.clock_control", false);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  s.holder = cfg.get_string("instance",
-                            std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(s.listen.port));
+  s.holder = cfg.get_string(
+      "instance", service::host_name() + ":" + std::to_string(getpid()) + ":" + std::to_string(s.listen.port));
   return s;
 }
 
@@ -121,20 +118,21 @@ struct app : service::app {
     commits_.start(epoch_);
     expiry_.start();
     // The port is bound only by the writer, so clients keep one address per
-    // shard and a standby takes it over when the writer dies.
-    for (int attempt = 0;; ++attempt) {
+    // shard and a standby takes it over when the writer dies; the old
+    // writer's socket may linger for a moment after it died.
+    constexpr retry::backoff rebind{std::chrono::milliseconds(100), std::chrono::milliseconds(100), 50};
+    for (std::size_t retries = 0;; ++retries) {
       boost::system::error_code bind_error;
       try {
-        server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_));
+        server_ = std::make_unique<http::server>(io_, s_.listen, shard::make_handler(ctx_), shard::body_limits());
         server_->start();
         break;
       } catch (const boost::system::system_error& e) {
         bind_error = e.code();
         server_.reset();
       }
-      // The old writer's socket may linger for a moment after it died.
-      if (attempt >= 50) throw boost::system::system_error(bind_error, "bind");
-      asio::steady_timer t(io_, std::chrono::milliseconds(100));
+      if (retry::spent(rebind, retries)) throw boost::system::system_error(bind_error, "bind");
+      asio::steady_timer t(io_, retry::delay(rebind, retries));
       co_await t.async_wait(asio::use_awaitable);
     }
     log::info("serving", {{"address", s_.listen.address},

@@ -320,6 +320,26 @@ std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** ar
   return out;
 }
 
+bool read_load_flag(load_options& o, const std::string& name, const std::string& value) {
+  if (name == "connections")
+    o.connections = std::stoul(value);
+  else if (name == "threads")
+    o.threads = std::stoul(value);
+  else if (name == "duration")
+    o.duration_s = std::stod(value);
+  else if (name == "warmup")
+    o.warmup_s = std::stod(value);
+  else if (name == "rate")
+    o.rate = std::stod(value);
+  else
+    return false;
+  return true;
+}
+
+bool load_options_valid(const load_options& o) {
+  return o.connections > 0 && o.threads > 0 && o.duration_s > 0 && o.warmup_s >= 0 && o.rate >= 0;
+}
+
 nlohmann::json run_load(const endpoint& target, const load_options& opt, const workload& work) {
   const double cpu_before = cpu_seconds();
   std::vector<std::unique_ptr<asio::io_context>> ios;

@@ -69,5 +69,10 @@ int tool_main(const char* name, const std::function<int()>& body);
 
 // "--name=value" arguments as a map; anything else is an error.
 std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv);
+// The flags of the load every tool offers (--connections, --threads,
+// --duration, --warmup, --rate) into `o`; false for any other name.
+bool read_load_flag(load_options& o, const std::string& name, const std::string& value);
+// Whether connections, threads and duration are positive, warmup and rate not negative.
+bool load_options_valid(const load_options& o);
 
 }  // namespace tally::bench

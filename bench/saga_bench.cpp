@@ -46,11 +46,7 @@ struct options {
   std::size_t buckets = 1024;
   std::size_t accounts = 1000;
   double hot = 0;
-  std::size_t connections = 64;
-  std::size_t threads = 1;
-  double duration_s = 20;
-  double warmup_s = 0;
-  double rate = 0;
+  tally::bench::load_options load{.name = "saga_bench"};
   int wait_ms = 10000;
   std::string api_key;
   std::size_t subscribers = 0;
@@ -60,6 +56,7 @@ options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_ORCH_INTERNAL_TOKEN")) o.token = t;
   for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
+    if (tally::bench::read_load_flag(o.load, name, value)) continue;
     if (name == "port")
       o.port = static_cast<std::uint16_t>(std::stoul(value));
     else if (name == "token")
@@ -74,16 +71,6 @@ options parse_options(int argc, char** argv) {
       o.accounts = std::stoul(value);
     else if (name == "hot")
       o.hot = std::stod(value);
-    else if (name == "connections")
-      o.connections = std::stoul(value);
-    else if (name == "threads")
-      o.threads = std::stoul(value);
-    else if (name == "duration")
-      o.duration_s = std::stod(value);
-    else if (name == "warmup")
-      o.warmup_s = std::stod(value);
-    else if (name == "rate")
-      o.rate = std::stod(value);
     else if (name == "wait-ms")
       o.wait_ms = std::stoi(value);
     else if (name == "api-key")
@@ -95,8 +82,8 @@ options parse_options(int argc, char** argv) {
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
   if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
-  if (o.accounts < 4 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 ||
-      o.hot < 0 || o.hot > 1 || o.wait_ms < 0 || o.wait_ms > 30000)
+  if (o.accounts < 4 || !tally::bench::load_options_valid(o.load) || o.hot < 0 || o.hot > 1 || o.wait_ms < 0 ||
+      o.wait_ms > 30000)
     throw std::invalid_argument("bad accounts, connections, threads, duration, warmup, rate, hot or wait-ms");
   return o;
 }
@@ -162,9 +149,7 @@ int run(const options& opt) {
     if (body.find(R"("state":"completed")") != std::string::npos) return tally::bench::verdict{1, 0};
     return tally::bench::verdict{0, 1};
   };
-  tally::bench::load_options load{"saga_bench", opt.connections, opt.threads, opt.duration_s, opt.rate, 1,
-                                  opt.warmup_s};
-  auto summary = tally::bench::run_load({"127.0.0.1", opt.port, public_api ? opt.api_key : opt.token}, load, work);
+  auto summary = tally::bench::run_load({"127.0.0.1", opt.port, public_api ? opt.api_key : opt.token}, opt.load, work);
   if (listening) {
     summary["subscribers_open"] = listening->open();
     summary["subscriber_frames"] = listening->frames();

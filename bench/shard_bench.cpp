@@ -40,18 +40,14 @@ struct options {
   std::string token;
   std::string tenant = "bench";
   std::size_t accounts = 10000;
-  std::size_t connections = 64;
-  std::size_t threads = 1;
-  double duration_s = 20;
-  double warmup_s = 0;
-  double rate = 0;
-  std::size_t per_request = 1;
+  tally::bench::load_options load{.name = "shard_bench"};  // its units_per_request: --per-request
 };
 
 options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_SHARD_INTERNAL_TOKEN")) o.token = t;
   for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
+    if (tally::bench::read_load_flag(o.load, name, value)) continue;
     if (name == "host")
       o.host = value;
     else if (name == "port")
@@ -62,27 +58,16 @@ options parse_options(int argc, char** argv) {
       o.tenant = value;
     else if (name == "accounts")
       o.accounts = std::stoul(value);
-    else if (name == "connections")
-      o.connections = std::stoul(value);
-    else if (name == "threads")
-      o.threads = std::stoul(value);
-    else if (name == "duration")
-      o.duration_s = std::stod(value);
-    else if (name == "warmup")
-      o.warmup_s = std::stod(value);
-    else if (name == "rate")
-      o.rate = std::stod(value);
     else if (name == "per-request")
-      o.per_request = std::stoul(value);
+      o.load.units_per_request = std::stoul(value);
     else
       throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_SHARD_INTERNAL_TOKEN is required");
-  if (o.accounts == 0 || o.connections == 0 || o.threads == 0 || o.duration_s <= 0 || o.warmup_s < 0 || o.rate < 0 ||
-      o.per_request == 0)
+  if (o.accounts == 0 || !tally::bench::load_options_valid(o.load) || o.load.units_per_request == 0)
     throw std::invalid_argument(
         "accounts, connections, threads, duration and per-request must be positive, warmup not negative");
-  if (o.per_request > batch_max_commands)
+  if (o.load.units_per_request > batch_max_commands)
     throw std::invalid_argument("per-request is at most " + std::to_string(batch_max_commands));
   return o;
 }
@@ -106,13 +91,13 @@ int run(const options& opt) {
 
   const auto tag = tally::bench::run_tag();
   const std::string prefix = R"({"type":"debit","tenant":")" + opt.tenant + R"(","account_id":")";
-  const bool batched = opt.per_request > 1;
+  const bool batched = opt.load.units_per_request > 1;
   tally::bench::workload work;
   work.next = [&](std::size_t connection, std::uint64_t& seq, std::mt19937_64& rng) {
     std::uniform_int_distribution<std::size_t> pick_account(0, opt.accounts - 1);
     const std::string id_prefix = "d-" + tag + "-" + std::to_string(connection) + "-";
     std::string body = batched ? R"({"commands":[)" : "";
-    for (std::size_t i = 0; i < opt.per_request; ++i, ++seq) {
+    for (std::size_t i = 0; i < opt.load.units_per_request; ++i, ++seq) {
       if (i > 0) body += ',';
       body += prefix + account_id(pick_account(rng)) + R"(","biz_id":")" + id_prefix + std::to_string(seq) +
               R"(","amount":1})";
@@ -127,9 +112,7 @@ int run(const options& opt) {
     return tally::bench::verdict{occurrences(r.body(), R"("status":"succeeded")"),
                                  occurrences(r.body(), R"("status":"rejected")")};
   };
-  tally::bench::load_options load{"shard_bench", opt.connections, opt.threads, opt.duration_s,
-                                  opt.rate,      opt.per_request, opt.warmup_s};
-  auto summary = tally::bench::run_load(shard, load, work);
+  auto summary = tally::bench::run_load(shard, opt.load, work);
   summary["accounts"] = opt.accounts;
   summary["setup_s"] = setup_s;
   std::cout << summary.dump() << std::endl;

@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <variant>
 
 #include <boost/asio/io_context.hpp>
 
@@ -20,6 +19,7 @@
 #include "common/metrics/metrics.hpp"
 #include "common/redis/client.hpp"
 #include "common/service/runner.hpp"
+#include "common/service/settings.hpp"
 #include "common/sharding/routing.hpp"
 #include "gateway/auth/api_keys.hpp"
 #include "gateway/limit/rate_limiter.hpp"
@@ -52,12 +52,6 @@ struct settings {
   std::string console_dir;
 };
 
-template <class T>
-T required(std::variant<T, std::string> parsed, const std::string& what) {
-  if (auto* bad = std::get_if<std::string>(&parsed)) throw std::runtime_error(what + ": " + *bad);
-  return std::move(std::get<T>(parsed));
-}
-
 gateway::bucket_limit read_limit(const config::config& cfg, const std::string& name, gateway::bucket_limit fallback) {
   gateway::bucket_limit l;
   l.rate = static_cast<double>(cfg.get_int("limits." + name + "_rate", static_cast<std::int64_t>(fallback.rate)));
@@ -77,31 +71,26 @@ std::vector<http::upstream_endpoint> read_orchestrators(const std::string& list)
     from = comma + 1;
   }
   std::vector<http::upstream_endpoint> out;
-  for (const auto& e : required(sharding::parse_endpoints(spec), "orchestrator")) out.push_back({e.host, e.port});
+  for (const auto& e : service::required(sharding::parse_endpoints(spec), "orchestrator"))
+    out.push_back({e.host, e.port});
   return out;
 }
 
 settings read_settings(const config::config& cfg) {
-  auto keys = cfg.get_string("api_keys", "");
-  if (keys.empty())
-    throw std::runtime_error("api_keys is required: tenant:role:sha256hex;... (" + cfg.env_name("api_keys") + ")");
   settings s;
-  s.keys = required(gateway::api_keys::parse(keys), "api_keys");
+  const auto keys = service::required_string(cfg, "api_keys", ": tenant:role:sha256hex;...");
+  s.keys = service::required(gateway::api_keys::parse(keys), "api_keys");
   s.token = cfg.get_secret("internal_token", 16);
   s.upstream_token = cfg.get_string("upstream_token", s.token);
-  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
-  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 8080));
+  s.listen = service::read_listen(cfg, "listen", 8080);
   s.listen.header_timeout = milliseconds(cfg.get_int("listen.header_timeout_ms", 5000));
   s.listen.read_timeout = milliseconds(cfg.get_int("listen.read_timeout_ms", 10000));
   s.listen.idle_timeout = milliseconds(cfg.get_int("listen.idle_timeout_ms", 60000));
   // The relay's pushes: loopback, and batches far larger than a public request.
-  s.internal.address = cfg.get_string("internal.address", "127.0.0.1");
-  s.internal.port = static_cast<std::uint16_t>(cfg.get_int("internal.port", 8081));
+  s.internal = service::read_listen(cfg, "internal", 8081);
   s.internal.body_limit = static_cast<std::size_t>(cfg.get_int("internal.body_limit", 16 * 1024 * 1024));
   s.orchestrators = read_orchestrators(cfg.get_string("orchestrator", "127.0.0.1:7001"));
-  s.shards = cfg.get_string("shards", "");
-  if (s.shards.empty())
-    throw std::runtime_error("shards is required, the orchestrator's routing (" + cfg.env_name("shards") + ")");
+  s.shards = service::required_string(cfg, "shards", ", the orchestrator's routing");
   s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
   s.orchestrator_connections = static_cast<std::size_t>(cfg.get_int("upstream.orchestrator_connections", 512));
   s.shard_connections = static_cast<std::size_t>(cfg.get_int("upstream.shard_connections", 64));
@@ -136,7 +125,7 @@ struct app : service::app {
   }
 
   asio::awaitable<void> async_start() override {
-    server_ = std::make_unique<http::server>(io_, s_.listen, gateway::make_handler(*ctx_));
+    server_ = std::make_unique<http::server>(io_, s_.listen, gateway::make_handler(*ctx_), gateway::body_limits());
     server_->set_upgrade_handler([this](boost::beast::tcp_stream stream, http::request req) {
       if (stopping_) return;
       streams_.accept(std::move(stream), std::move(req));
@@ -188,7 +177,7 @@ int main(int argc, char** argv) {
   return service::run("gateway", "TALLY_GATEWAY", argc, argv,
                       [](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         auto s = read_settings(cfg);
-                        auto routes = required(sharding::routing_table::parse(s.shards, s.buckets), "shards");
+                        auto routes = service::required(sharding::routing_table::parse(s.shards, s.buckets), "shards");
                         return std::make_unique<app>(io, std::move(s), std::move(routes));
                       });
 }

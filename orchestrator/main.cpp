@@ -4,13 +4,10 @@
 //   orchestrator migrate [...]                        apply migrations and exit
 // Many instances may share one saga store: each drives the sagas it holds
 // a lease on, and takes over those of an instance that died.
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <string_view>
-#include <variant>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -21,6 +18,7 @@
 #include "common/metrics/metrics.hpp"
 #include "common/migrate/migrate.hpp"
 #include "common/service/runner.hpp"
+#include "common/service/settings.hpp"
 #include "orchestrator/service/routes.hpp"
 #include "orchestrator/service/saga_runner.hpp"
 
@@ -47,18 +45,12 @@ struct settings {
 
 settings read_settings(const config::config& cfg) {
   settings s;
-  s.conninfo = cfg.get_string("database.conninfo", "");
-  if (s.conninfo.empty())
-    throw std::runtime_error("database.conninfo is required (" + cfg.env_name("database.conninfo") + ")");
+  s.conninfo = service::required_string(cfg, "database.conninfo");
   s.token = cfg.get_secret("internal_token", 16);
   s.shard_token = cfg.get_string("shard_token", s.token);
   s.migrations_dir = cfg.get_string("migrations.dir", TALLY_MIGRATIONS_DIR "/orchestrator");
-  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
-  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7001));
-  s.shards = cfg.get_string("shards", "");
-  if (s.shards.empty())
-    throw std::runtime_error("shards is required, e.g. s0=127.0.0.1:7101;s1=127.0.0.1:7102 (" + cfg.env_name("shards") +
-                             ")");
+  s.listen = service::read_listen(cfg, "listen", 7001);
+  s.shards = service::required_string(cfg, "shards", ", e.g. s0=127.0.0.1:7101;s1=127.0.0.1:7102");
   s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
   s.pool = static_cast<std::size_t>(cfg.get_int("database.pool", 4));
   s.statement_timeout = milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
@@ -72,8 +64,6 @@ settings read_settings(const config::config& cfg) {
   s.runner.save_batch = static_cast<std::size_t>(cfg.get_int("database.save_batch", 256));
   if (s.runner.save_connections + 2 > s.pool)
     throw std::runtime_error("database.pool must exceed database.save_connections by at least 2");
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   // The lease owner must name this process, not just its place: a restarted
   // instance with the old name would find its predecessor's leases "alive"
   // (it renews the same heartbeat row) and never drive those sagas. In a
@@ -81,7 +71,8 @@ settings read_settings(const config::config& cfg) {
   std::random_device entropy;
   char incarnation[9];
   std::snprintf(incarnation, sizeof incarnation, "%08x", entropy());
-  s.instance = cfg.get_string("instance", std::string(host) + ":" + std::to_string(s.listen.port)) + ":" + incarnation;
+  s.instance =
+      cfg.get_string("instance", service::host_name() + ":" + std::to_string(s.listen.port)) + ":" + incarnation;
   return s;
 }
 
@@ -110,7 +101,7 @@ struct app : service::app {
   asio::awaitable<void> async_start() override {
     if (auto err = co_await runner_->async_open()) throw std::runtime_error("saga store: " + err.message);
     runner_->start();
-    server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_));
+    server_ = std::make_unique<http::server>(io_, s_.listen, orch::make_handler(*ctx_), orch::body_limits());
     server_->start();
     log::info("serving", {{"address", s_.listen.address},
                           {"port", server_->port()},
@@ -146,11 +137,9 @@ int main(int argc, char** argv) {
   return service::run("orchestrator", "TALLY_ORCH", argc, argv,
                       [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         settings s = read_settings(cfg);
-                        auto routes = sharding::routing_table::parse(s.shards, s.buckets);
-                        if (auto* bad = std::get_if<std::string>(&routes)) throw std::runtime_error("shards: " + *bad);
+                        auto routes = service::required(sharding::routing_table::parse(s.shards, s.buckets), "shards");
                         migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
                         if (service::migrate_only(argc, argv)) return nullptr;
-                        return std::make_unique<app>(io, std::move(s),
-                                                     std::move(std::get<sharding::routing_table>(routes)));
+                        return std::make_unique<app>(io, std::move(s), std::move(routes));
                       });
 }

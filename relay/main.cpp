@@ -5,7 +5,6 @@
 // whichever instance holds its lock in the source database; the others
 // stand by and take over when it dies.
 #include <memory>
-#include <variant>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -20,6 +19,7 @@
 #include "common/metrics/metrics.hpp"
 #include "common/redis/client.hpp"
 #include "common/service/runner.hpp"
+#include "common/service/settings.hpp"
 #include "common/sharding/routing.hpp"
 #include "relay/service/pump.hpp"
 #include "relay/service/routes.hpp"
@@ -45,22 +45,13 @@ struct settings {
 
 settings read_settings(const config::config& cfg) {
   settings s;
-  auto sources_text = cfg.get_string("sources", "");
-  if (sources_text.empty())
-    throw std::runtime_error("sources is required: a JSON array of {name, kind, conninfo} (" + cfg.env_name("sources") +
-                             ")");
-  auto sources = relay::parse_sources(nlohmann::json::parse(sources_text, nullptr, false));
-  if (auto* bad = std::get_if<std::string>(&sources)) throw std::runtime_error("sources: " + *bad);
-  s.sources = std::move(std::get<std::vector<relay::source_config>>(sources));
-  if (auto gateways = cfg.get_string("gateways", ""); !gateways.empty()) {
-    auto parsed = sharding::parse_endpoints(gateways);
-    if (auto* bad = std::get_if<std::string>(&parsed)) throw std::runtime_error("gateways: " + *bad);
-    s.gateways = std::move(std::get<std::vector<sharding::shard_endpoint>>(parsed));
-  }
+  auto sources = service::required_string(cfg, "sources", ": a JSON array of {name, kind, conninfo}");
+  s.sources = service::required(relay::parse_sources(nlohmann::json::parse(sources, nullptr, false)), "sources");
+  if (auto gateways = cfg.get_string("gateways", ""); !gateways.empty())
+    s.gateways = service::required(sharding::parse_endpoints(gateways), "gateways");
   s.token = cfg.get_secret("internal_token", 16);
   s.gateway_token = cfg.get_string("gateway_token", s.token);
-  s.listen.address = cfg.get_string("listen.address", "127.0.0.1");
-  s.listen.port = static_cast<std::uint16_t>(cfg.get_int("listen.port", 7301));
+  s.listen = service::read_listen(cfg, "listen", 7301);
   s.redis.host = cfg.get_string("redis.host", "127.0.0.1");
   s.redis.port = static_cast<std::uint16_t>(cfg.get_int("redis.port", 6379));
   s.redis.timeout = milliseconds(cfg.get_int("redis.timeout_ms", 1000));
@@ -98,7 +89,7 @@ struct app : service::app {
         if (++finished_ == pumps_.size()) all_stopped_.cancel();
       });
     }
-    server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_));
+    server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_), relay::body_limits());
     server_->start();
     log::info("serving", {{"address", s_.listen.address},
                           {"port", server_->port()},

@@ -34,9 +34,7 @@ response json(const request& req, unsigned status, const nlohmann::json& body) {
   return http::json_response(req, status, body);
 }
 
-response bad_request(const request& req, std::string_view message) {
-  return http::make_error_response(req, 400, "invalid_request", message);
-}
+using http::bad_request;
 
 response unavailable(const request& req, std::string_view code = "unavailable") {
   return http::make_error_response(req, 503, code, "the shard cannot decide now; resend the same key");
@@ -47,7 +45,7 @@ response from_query(const request& req, const query_result& r) {
     log::warn("query failed", {{"error", r.error.message}});
     return unavailable(req);
   }
-  if (!r.found) return http::make_error_response(req, 404, "not_found", "no such object");
+  if (!r.found) return http::not_found(req, "no such object");
   return json(req, 200, r.body);
 }
 
@@ -73,7 +71,9 @@ class router {
  public:
   explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
 
-  // Under /v1/ everything needs the internal token.
+  // Under /v1/ everything needs the internal token. Bodies: a GET reads
+  // none, freeze and unfreeze `{}` or nothing, the rest up to the server's
+  // listen.body_limit (a batch of 1000 commands is about 150 KB).
   static std::span<const route> table() {
     using v = bhttp::verb;
     static const route routes[] = {
@@ -84,8 +84,8 @@ class router {
         {v::get, "/v1/accounts/{tenant}/{account_id}/entries", &router::entries},
         {v::get, "/v1/accounts/{tenant}/{account_id}/lots", &router::lots},
         {v::get, "/v1/accounts/{tenant}/{account_id}/holds", &router::holds},
-        {v::post, "/v1/accounts/{tenant}/{account_id}/freeze", &router::set_status},
-        {v::post, "/v1/accounts/{tenant}/{account_id}/unfreeze", &router::set_status},
+        {v::post, "/v1/accounts/{tenant}/{account_id}/freeze", &router::set_status, http::action_body_limit},
+        {v::post, "/v1/accounts/{tenant}/{account_id}/unfreeze", &router::set_status, http::action_body_limit},
         {v::get, "/v1/operations/{tenant}/{account_id}/{biz_type}/{biz_id}", &router::operation},
         {v::get, "/v1/holds/old", &router::old_holds},
         {v::get, "/v1/reconciliation", &router::reconcile},
@@ -273,7 +273,7 @@ class router {
 
   // Tests move the clock that decides expiries (testing.clock_control; else 404).
   asio::awaitable<response> clock(const request& req, const call&) {
-    if (!ctx_.clock_control) co_return http::make_error_response(req, 404, "not_found", "no such route");
+    if (!ctx_.clock_control) co_return http::not_found(req);
     co_return move_clock(req);
   }
 
@@ -298,5 +298,6 @@ class router {
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::shard

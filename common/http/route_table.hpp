@@ -1,9 +1,11 @@
 #pragma once
 // A service's routes as data: each row a method, a path pattern
-// (route_match.hpp: "/v1/accounts/{tenant}/{account_id}") and whatever the
-// service keeps beside (its handler, who may call it). The first row whose
-// method and pattern match wins, so a service's whole surface reads in one
-// screen and can be listed.
+// (route_match.hpp: "/v1/accounts/{tenant}/{account_id}"), how much body it
+// reads, and whatever the service keeps beside (its handler, who may call
+// it). The first row whose method and pattern match wins, so a service's
+// whole surface reads in one screen and can be listed.
+#include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,13 +19,30 @@
 
 namespace tally::http {
 
+// How much body a route reads: bytes, or nullopt for the server's
+// body_limit (server_options). Unless its row says otherwise a GET reads
+// none and any other method up to the server's limit.
+using route_body_limit = std::optional<std::size_t>;
+constexpr route_body_limit default_body_limit(boost::beast::http::verb method) {
+  return method == boost::beast::http::verb::get ? route_body_limit(0) : std::nullopt;
+}
+// A POST that only names an action (`{}` or nothing).
+inline constexpr std::size_t action_body_limit = 1024;
+
 // The row most services use: a handler on their router, given the request
 // and what the router makes of the match (`Call`).
 template <class Router, class Call>
 struct route_row {
+  using handler_type = boost::asio::awaitable<response> (Router::*)(const request&, const Call&);
+  route_row(boost::beast::http::verb m, std::string_view p, handler_type h)
+      : method(m), path(p), handle(h), body_limit(default_body_limit(m)) {}
+  route_row(boost::beast::http::verb m, std::string_view p, handler_type h, route_body_limit limit)
+      : method(m), path(p), handle(h), body_limit(limit) {}
+
   boost::beast::http::verb method;
   std::string_view path;
-  boost::asio::awaitable<response> (Router::*handle)(const request&, const Call&);
+  handler_type handle;
+  route_body_limit body_limit;
 };
 
 template <class Route>
@@ -43,13 +62,28 @@ route_found<Route> find_route(std::span<const Route> table, boost::beast::http::
   return {};
 }
 
-// [{"method", "path"}, ...] in the table's order.
+// [{"method", "path", "body_limit"}, ...] in the table's order; a null
+// body_limit is the server's.
 template <class Route>
 nlohmann::json list_routes(std::span<const Route> table) {
   auto out = nlohmann::json::array();
-  for (const auto& r : table)
-    out.push_back({{"method", std::string(boost::beast::http::to_string(r.method))}, {"path", r.path}});
+  for (const auto& r : table) {
+    out.push_back({{"method", std::string(boost::beast::http::to_string(r.method))},
+                   {"path", r.path},
+                   {"body_limit", r.body_limit ? nlohmann::json(*r.body_limit) : nlohmann::json(nullptr)}});
+  }
   return out;
+}
+
+// The server's body_limit_rule for a table: the limit of the row a
+// request's header matches; nullopt (the server's) when none does.
+template <class Route>
+body_limit_rule body_limits_of(std::span<const Route> table) {
+  return [table](const request& header) -> route_body_limit {
+    const auto t = split_target(std::string_view(header.target().data(), header.target().size()));
+    const auto found = find_route(table, header.method(), t.path);
+    return found.route ? found.route->body_limit : std::nullopt;
+  };
 }
 
 // What the internal services (shards, orchestrator, relay) do with every
@@ -60,11 +94,11 @@ boost::asio::awaitable<response> serve_internal(const request& req, const target
                                                 const std::string& token, std::span<const Route> table,
                                                 Dispatch dispatch) {
   if (auto probe = probe_response(req, t, probes)) co_return std::move(*probe);
-  if (t.path.empty() || t.path[0] != "v1") co_return make_error_response(req, 404, "not_found", "no such route");
+  if (t.path.empty() || t.path[0] != "v1") co_return not_found(req);
   if (!bearer_token_ok(req, token))
-    co_return make_error_response(req, 401, "unauthorized", "missing or wrong internal token");
+    co_return make_error_response(req, contract::error_code::unauthorized, "missing or wrong internal token");
   auto found = find_route(table, req.method(), t.path);
-  if (!found.route) co_return make_error_response(req, 404, "not_found", "no such route");
+  if (!found.route) co_return not_found(req);
   co_return co_await dispatch(*found.route, std::move(found.args));
 }
 

@@ -25,6 +25,14 @@ response json_response(const request& req, unsigned status, const nlohmann::json
   return make_json_response(req, status, body.dump());
 }
 
+response bad_request(const request& req, std::string_view message) {
+  return make_error_response(req, contract::error_code::invalid_request, message);
+}
+
+response not_found(const request& req, std::string_view message) {
+  return make_error_response(req, contract::error_code::not_found, message);
+}
+
 std::optional<nlohmann::json> parse_json_body(const request& req) {
   auto j = nlohmann::json::parse(req.body(), nullptr, false);
   if (j.is_discarded()) return std::nullopt;
@@ -37,7 +45,7 @@ std::optional<response> probe_response(const request& req, const target& t, cons
   if (p == "healthz") return json_response(req, 200, {{"status", "ok"}});
   if (p == "readyz")
     return probes.ready() ? json_response(req, 200, {{"status", "ready"}})
-                          : make_error_response(req, 503, "unavailable", "not ready");
+                          : make_error_response(req, contract::error_code::unavailable, "not ready");
   if (p == "metrics") {
     response res = make_json_response(req, 200, probes.metrics());
     res.set(bhttp::field::content_type, "text/plain; version=0.0.4");
@@ -48,14 +56,14 @@ std::optional<response> probe_response(const request& req, const target& t, cons
 
 response failpoints_response(const request& req) {
   if (req.method() == bhttp::verb::get) return json_response(req, 200, {{"spec", failpoint::describe()}});
-  if (req.method() != bhttp::verb::post) return make_error_response(req, 404, "not_found", "no such route");
+  if (req.method() != bhttp::verb::post) return not_found(req);
   auto body = parse_json_body(req);
   if (!body || !body->is_object() || !body->contains("spec") || !(*body)["spec"].is_string())
-    return make_error_response(req, 400, "invalid_request", "body must be {\"spec\": \"name=action,...\"}");
+    return bad_request(req, "body must be {\"spec\": \"name=action,...\"}");
   try {
     failpoint::arm((*body)["spec"].get<std::string>());
   } catch (const std::invalid_argument& e) {
-    return make_error_response(req, 400, "invalid_request", e.what());
+    return bad_request(req, e.what());
   }
   log::warn("failpoints armed", {{"spec", failpoint::describe()}});
   return json_response(req, 200, {{"spec", failpoint::describe()}});

@@ -22,6 +22,9 @@ namespace tally::http {
 bool bearer_token_ok(const request& req, const std::string& token);
 
 response json_response(const request& req, unsigned status, const nlohmann::json& body);
+// The refusals every service makes, in the API's error shape (make_error_response).
+response bad_request(const request& req, std::string_view message);                  // 400 invalid_request
+response not_found(const request& req, std::string_view message = "no such route");  // 404 not_found
 std::optional<nlohmann::json> parse_json_body(const request& req);
 
 struct service_probes {

@@ -20,6 +20,7 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/none.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -117,8 +118,13 @@ void close_gracefully(connection& conn) {
 }  // namespace
 
 struct server::impl : std::enable_shared_from_this<impl> {
-  impl(asio::io_context& io, server_options options, handler h)
-      : io_(io), options_(std::move(options)), handler_(std::move(h)), acceptor_(io), drained_(io) {}
+  impl(asio::io_context& io, server_options options, handler h, body_limit_rule body_limits)
+      : io_(io),
+        options_(std::move(options)),
+        handler_(std::move(h)),
+        body_limits_(std::move(body_limits)),
+        acceptor_(io),
+        drained_(io) {}
 
   // Keeps `connections_` exact however the connection coroutine ends.
   class registration {
@@ -144,6 +150,11 @@ struct server::impl : std::enable_shared_from_this<impl> {
   asio::awaitable<response> invoke_handler(connection& conn, request req);
   asio::awaitable<void> answer_and_close(connection& conn, response res);
 
+  std::size_t body_limit_of(const request& header) const {
+    if (!body_limits_) return options_.body_limit;
+    return body_limits_(header).value_or(options_.body_limit);
+  }
+
   void close_connections(bool idle_only) {
     for (connection* conn : connections_) {
       if (!idle_only || conn->idle_) conn->stream_.close();
@@ -153,6 +164,7 @@ struct server::impl : std::enable_shared_from_this<impl> {
   asio::io_context& io_;
   const server_options options_;
   const handler handler_;
+  const body_limit_rule body_limits_;
   upgrade_handler upgrade_;
   tcp::acceptor acceptor_;
   std::uint16_t port_ = 0;
@@ -201,11 +213,23 @@ asio::awaitable<void> server::impl::serve(std::shared_ptr<impl> self, tcp::socke
     conn.idle_ = false;
 
     parser.emplace();
-    parser->body_limit(options.body_limit);
+    // The limit depends on the route, known once the header is in: Beast
+    // would refuse a Content-Length over a limit set now, so none is set.
+    parser->body_limit(boost::none);
     // tcp_stream keeps one deadline for every read until it is reset, so a
     // client trickling header bytes cannot extend it.
     stream.expires_after(options.header_timeout);
     auto [read_ec, header_n] = co_await bhttp::async_read_header(stream, conn.buffer_, *parser, use_tuple);
+    if (!read_ec && !parser->is_done()) {
+      const auto limit = self->body_limit_of(parser->get());
+      // A declared length over the limit is refused before any of the body
+      // is read (and before 100 Continue); a chunked body when it gets there.
+      if (const auto length = parser->content_length(); length && *length > limit) {
+        read_ec = bhttp::error::body_limit;
+      } else {
+        parser->body_limit(limit);
+      }
+    }
     if (!read_ec && !parser->is_done()) {
       if (beast::iequals(parser->get()[bhttp::field::expect], "100-continue")) {
         stream.expires_after(options.write_timeout);
@@ -266,7 +290,7 @@ asio::awaitable<response> server::impl::invoke_handler(connection& conn, request
   request original(method, conn.target_, version);
   if (!conn.request_id_.empty()) original.set(request_id_header, conn.request_id_);
   original.keep_alive(keep_alive);
-  response res = make_error_response(original, 500, "internal", "internal error");
+  response res = make_error_response(original, contract::error_code::internal, "internal error");
   log::error("http handler failed", {{"request_id", res[request_id_header]},
                                      {"method", bhttp::to_string(method)},
                                      {"target", conn.target_},
@@ -293,8 +317,8 @@ asio::awaitable<void> server::impl::answer_and_close(connection& conn, response 
   stream.close();
 }
 
-server::server(asio::io_context& io, server_options options, handler h)
-    : impl_(std::make_shared<impl>(io, std::move(options), std::move(h))) {}
+server::server(asio::io_context& io, server_options options, handler h, body_limit_rule body_limits)
+    : impl_(std::make_shared<impl>(io, std::move(options), std::move(h), std::move(body_limits))) {}
 
 server::~server() {
   // Connection coroutines share ownership of impl_ and may outlive this
@@ -358,6 +382,10 @@ response make_error_response(const request& req, unsigned status, std::string_vi
   response res = make_json_response(req, status, body.dump());
   res.set(request_id_header, id);
   return res;
+}
+
+response make_error_response(const request& req, contract::error_code code, std::string_view message) {
+  return make_error_response(req, contract::http_status(code), contract::to_string(code), message);
 }
 
 std::string request_id_of(const request& req) {

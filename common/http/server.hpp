@@ -1,12 +1,14 @@
 #pragma once
 // HTTP/1.1 server on Boost.Beast with C++20 coroutines: keep-alive, a body
-// size limit, header/read/idle timeouts, and graceful shutdown (stop
-// accepting, let in-flight requests finish, close idle connections).
+// size limit per request decided from its header (before the body is read),
+// header/read/idle timeouts, and graceful shutdown (stop accepting, let
+// in-flight requests finish, close idle connections).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
@@ -14,6 +16,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+
+#include "common/contract/errors.hpp"
 
 namespace tally::http {
 
@@ -26,11 +30,15 @@ using handler = std::function<boost::asio::awaitable<response>(request)>;
 // stream (no deadline set) and the request are the callee's from then on,
 // and the server forgets the connection.
 using upgrade_handler = std::function<void(boost::beast::tcp_stream, request)>;
+// How many body bytes a request may bring, decided from its header (method,
+// target; the body is not read yet), typically by the service's route
+// table; nullopt: server_options::body_limit.
+using body_limit_rule = std::function<std::optional<std::size_t>(const request&)>;
 
 struct server_options {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;                          // 0: pick a free port (see server::port())
-  std::size_t body_limit = 64 * 1024;              // larger bodies → 413 payload_too_large
+  std::size_t body_limit = 64 * 1024;              // larger bodies → 413 payload_too_large (see body_limit_rule)
   std::chrono::milliseconds header_timeout{5000};  // whole header must arrive in time
   std::chrono::milliseconds read_timeout{10000};   // whole body must arrive in time
   std::chrono::milliseconds idle_timeout{60000};   // keep-alive connection idle
@@ -39,7 +47,7 @@ struct server_options {
 
 class server {
  public:
-  server(boost::asio::io_context& io, server_options options, handler h);
+  server(boost::asio::io_context& io, server_options options, handler h, body_limit_rule body_limits = {});
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -66,6 +74,8 @@ response make_json_response(const request& req, unsigned status, std::string bod
 // {"error":{"code":..,"message":..,"request_id":..}} with X-Request-Id
 // (echoed from the request when present, else generated).
 response make_error_response(const request& req, unsigned status, std::string_view code, std::string_view message);
+// The same for a code of the public contract, with its status.
+response make_error_response(const request& req, contract::error_code code, std::string_view message);
 std::string request_id_of(const request& req);
 
 }  // namespace tally::http

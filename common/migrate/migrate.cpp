@@ -14,6 +14,7 @@
 
 #include "common/digest/digest.hpp"
 #include "common/log/log.hpp"
+#include "common/retry/backoff.hpp"
 
 namespace tally::migrate {
 namespace {
@@ -102,16 +103,20 @@ outcome apply(const std::string& conninfo, const std::vector<migration>& migrati
 }
 
 outcome apply_when_reachable(const std::string& conninfo, const std::filesystem::path& dir) {
+  // About a minute: a second between tries.
+  constexpr retry::backoff wait_for_database{std::chrono::seconds(1), std::chrono::seconds(1), 60};
   auto migrations = load(dir);
-  for (int attempt = 0;; ++attempt) {
+  for (std::size_t retries = 0;; ++retries) {
     try {
       auto r = migrate::apply(conninfo, migrations);
       log::info("migrations", {{"applied", r.applied}, {"version", r.current_version}});
       return r;
     } catch (const std::exception& e) {
-      if (attempt >= 60 || std::string_view(e.what()).find("changed after") != std::string_view::npos) throw;
+      if (retry::spent(wait_for_database, retries) ||
+          std::string_view(e.what()).find("changed after") != std::string_view::npos)
+        throw;
       log::warn("migrations: database not reachable yet", {{"error", e.what()}});
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::this_thread::sleep_for(retry::delay(wait_for_database, retries));
     }
   }
 }

@@ -15,8 +15,6 @@ namespace tally::gateway {
 
 namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
-using http::request;
-using http::response;
 using nlohmann::json;
 
 namespace {
@@ -81,7 +79,8 @@ asio::awaitable<response> router::accounts_in_status(request& req, const call& c
     auto body = co_await fetch(*ctx_.shards[i], "/v1/accounts/" + c.who->tenant + "?" + query, true);
     auto page = body ? json::parse(*body, nullptr, false) : json();
     if (!page.is_object() || !page["accounts"].is_array())
-      co_return error(req, 503, "unavailable", shard_name(i) + " is unavailable; retry");
+      co_return http::make_error_response(req, contract::error_code::unavailable,
+                                          shard_name(i) + " is unavailable; retry");
     for (auto& a : page["accounts"]) {
       a = without_tenant(std::move(a));
       a["shard"] = i;
@@ -112,7 +111,8 @@ asio::awaitable<response> router::reconciliation_reports(request& req, const cal
       *ctx_.shards[shard], "/v1/reconciliation/runs?tenant=" + c.who->tenant + "&limit=" + std::to_string(limit), true);
   auto page = body ? json::parse(*body, nullptr, false) : json();
   if (!page.is_object() || !page["reports"].is_array())
-    co_return error(req, 503, "unavailable", shard_name(shard) + " is unavailable; retry");
+    co_return http::make_error_response(req, contract::error_code::unavailable,
+                                        shard_name(shard) + " is unavailable; retry");
   for (auto& r : page["reports"]) r["shard"] = shard;
   co_return http::json_response(req, 200, page);
 }

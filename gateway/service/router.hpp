@@ -1,6 +1,7 @@
 #pragma once
 // The gateway's router (gateway/service only): its route table as data
-// (method, path pattern, who may call it, handler) and the handlers, split
+// (method, path pattern, who may call it, handler, body limit) and the
+// handlers, split
 // between routes.cpp (dispatch, the app's API, static files) and
 // operator_routes.cpp (/v1/admin/). Upstream calls go through forward():
 // the internal token, the request id, the caller's wait added to the
@@ -12,6 +13,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
 #include "gateway/api/requests.hpp"
 #include "gateway/service/routes.hpp"
@@ -33,10 +35,17 @@ struct call {
 
 class router;
 struct route_def {
+  using handler_type = boost::asio::awaitable<http::response> (router::*)(http::request&, const call&);
+  route_def(boost::beast::http::verb m, std::string_view p, access a, handler_type h)
+      : method(m), path(p), need(a), handle(h), body_limit(http::default_body_limit(m)) {}
+  route_def(boost::beast::http::verb m, std::string_view p, access a, handler_type h, http::route_body_limit limit)
+      : method(m), path(p), need(a), handle(h), body_limit(limit) {}
+
   boost::beast::http::verb method;
   std::string_view path;  // "/v1/accounts/{id}/entries"
   access need;
-  boost::asio::awaitable<http::response> (router::*handle)(http::request&, const call&);
+  handler_type handle;
+  http::route_body_limit body_limit;  // route_table.hpp
 };
 
 class router {
@@ -105,9 +114,10 @@ class router {
 };
 
 // Helpers both route files use.
-http::response error(const http::request& req, unsigned status, std::string_view code, std::string_view message);
-http::response bad_request(const http::request& req, std::string_view message);
-http::response not_found(const http::request& req, std::string_view what = "no such route");
+using http::bad_request;
+using http::not_found;
+using http::request;
+using http::response;
 http::response no_such_saga(const http::request& req);
 // /v1/a/b → /v1/tenants/{t}/a/b, from path segment `from` on.
 std::string tenant_path(const principal& who, const std::vector<std::string>& p, std::size_t from);

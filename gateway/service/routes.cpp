@@ -19,8 +19,6 @@ namespace tally::gateway {
 
 namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
-using http::request;
-using http::response;
 using nlohmann::json;
 
 namespace {
@@ -52,13 +50,6 @@ std::string page_query(const read_params& params) {
 
 }  // namespace
 
-response error(const request& req, unsigned status, std::string_view code, std::string_view message) {
-  return http::make_error_response(req, status, code, message);
-}
-response bad_request(const request& req, std::string_view message) {
-  return error(req, 400, "invalid_request", message);
-}
-response not_found(const request& req, std::string_view what) { return error(req, 404, "not_found", what); }
 // Whatever its format: what is no saga id names no saga.
 response no_such_saga(const request& req) { return not_found(req, "no such saga"); }
 
@@ -83,9 +74,12 @@ std::string without_tenant(const std::string& body) {
 
 // ---- the table -------------------------------------------------------------
 
+// Bodies: a GET reads none, an action (confirm, cancel, retry, abort,
+// freeze) `{}` or nothing, a write up to the server's 64 KiB (API.md).
 const std::vector<route_def>& router::table() {
   using v = bhttp::verb;
   using a = access;
+  constexpr auto action = http::action_body_limit;
   static const std::vector<route_def> routes = {
       {v::get, "/healthz", a::anyone, &router::probe},
       {v::get, "/readyz", a::anyone, &router::probe},
@@ -99,8 +93,8 @@ const std::vector<route_def>& router::table() {
       {v::get, "/v1/accounts/{account_id}/lots", a::app, &router::lots},
       {v::post, "/v1/credits", a::app, &router::write},
       {v::post, "/v1/deductions", a::app, &router::write},
-      {v::post, "/v1/deductions/{saga_id}/confirm", a::app, &router::confirm_or_cancel},
-      {v::post, "/v1/deductions/{saga_id}/cancel", a::app, &router::confirm_or_cancel},
+      {v::post, "/v1/deductions/{saga_id}/confirm", a::app, &router::confirm_or_cancel, action},
+      {v::post, "/v1/deductions/{saga_id}/cancel", a::app, &router::confirm_or_cancel, action},
       {v::post, "/v1/refunds", a::app, &router::write},
       {v::post, "/v1/transfers", a::app, &router::write},
       {v::post, "/v1/batch-deductions", a::app, &router::write},
@@ -111,11 +105,11 @@ const std::vector<route_def>& router::table() {
       {v::get, "/v1/admin/sagas", a::operator_only, &router::admin_sagas},
       {v::get, "/v1/admin/sagas/counts", a::operator_only, &router::admin_sagas},
       {v::get, "/v1/admin/sagas/{saga_id}", a::operator_only, &router::admin_saga},
-      {v::post, "/v1/admin/sagas/{saga_id}/retry", a::operator_only, &router::admin_saga},
-      {v::post, "/v1/admin/sagas/{saga_id}/abort", a::operator_only, &router::admin_saga},
+      {v::post, "/v1/admin/sagas/{saga_id}/retry", a::operator_only, &router::admin_saga, action},
+      {v::post, "/v1/admin/sagas/{saga_id}/abort", a::operator_only, &router::admin_saga, action},
       {v::get, "/v1/admin/accounts", a::operator_only, &router::accounts_in_status},
-      {v::post, "/v1/admin/accounts/{account_id}/freeze", a::operator_only, &router::freeze},
-      {v::post, "/v1/admin/accounts/{account_id}/unfreeze", a::operator_only, &router::freeze},
+      {v::post, "/v1/admin/accounts/{account_id}/freeze", a::operator_only, &router::freeze, action},
+      {v::post, "/v1/admin/accounts/{account_id}/unfreeze", a::operator_only, &router::freeze, action},
       {v::get, "/v1/admin/reconciliation", a::operator_only, &router::reconciliation},
       {v::get, "/v1/admin/reconciliation/reports", a::operator_only, &router::reconciliation_reports},
       {v::get, "/v1/admin/shards", a::operator_only, &router::shards},
@@ -175,10 +169,11 @@ asio::awaitable<response> router::route(request& req, const http::target& t) {
   if (p.empty() || p[0] != "v1") co_return not_found(req);
   const auto key = req[bhttp::field::authorization];
   auto who = key.starts_with("Bearer ") ? ctx_.keys.authenticate(key.substr(7)) : std::nullopt;
-  if (!who) co_return error(req, 401, "unauthorized", "missing or unknown API key");
+  if (!who) co_return http::make_error_response(req, contract::error_code::unauthorized, "missing or unknown API key");
   // Everything under /v1/admin/ is for operators, routes or not.
   const bool admin = found ? found->need == access::operator_only : p.size() >= 2 && p[1] == "admin";
-  if (!may_use(who->r, admin)) co_return error(req, 403, "forbidden", "this key's role may not use /v1/admin/");
+  if (!may_use(who->r, admin))
+    co_return http::make_error_response(req, contract::error_code::forbidden, "this key's role may not use /v1/admin/");
   if (!found) co_return not_found(req);
   auto q = check_query(t.query);
   if (auto* bad = std::get_if<refusal>(&q)) co_return bad_request(req, bad->message);
@@ -252,13 +247,13 @@ asio::awaitable<response> router::open_account(const request& req, const princip
   auto opened = co_await forward(open, shard, "the account's shard", "/v1/commands", "", none);
   // A shard's 503 may say outcome_unknown: to the app every 503 is "unavailable, retry".
   if (opened.result_int() == 503)
-    co_return error(req, 503, "unavailable",
-                    "the account's shard is unavailable; retry (with the same biz_id for a write)");
+    co_return http::make_error_response(req, contract::error_code::unavailable,
+                                        "the account's shard is unavailable; retry (with the same biz_id for a write)");
   if (opened.result_int() != 200) co_return opened;
   auto reply = json::parse(opened.body(), nullptr, false);
   if (!reply.is_object() || reply.value("status", "") != "succeeded")
-    co_return error(req, 503, "unavailable",
-                    "the account's shard is unavailable; retry (with the same biz_id for a write)");
+    co_return http::make_error_response(req, contract::error_code::unavailable,
+                                        "the account's shard is unavailable; retry (with the same biz_id for a write)");
   const bool existed = reply.value("replayed", false);
   request get(bhttp::verb::get, "", 11);
   get.set(request_id_header, req[request_id_header]);
@@ -355,9 +350,9 @@ asio::awaitable<std::optional<response>> router::limit(const request& req, const
                                                        std::vector<std::string> accounts) {
   auto a = co_await ctx_.limiter.async_admit(who, accounts);
   if (a.allowed) co_return std::nullopt;
-  auto res = error(req, 429, "rate_limited",
-                   a.scope == "account" ? "too many requests for this account; retry later"
-                                        : "too many requests for this API key; retry later");
+  auto res = http::make_error_response(req, contract::error_code::rate_limited,
+                                       a.scope == "account" ? "too many requests for this account; retry later"
+                                                            : "too many requests for this API key; retry later");
   res.set(bhttp::field::retry_after, std::to_string(a.retry_after_s));
   co_return res;
 }
@@ -380,15 +375,17 @@ asio::awaitable<response> router::forward(const request& req, Upstream& to, std:
     upstream_failures_.inc();
     log::warn("upstream did not answer",
               {{"upstream", who_name}, {"error", r.error.message()}, {"request_id", req[request_id_header]}});
-    co_return error(req, 503, "unavailable",
-                    std::string(who_name) + " is unavailable; retry (with the same biz_id for a write)");
+    co_return http::make_error_response(
+        req, contract::error_code::unavailable,
+        std::string(who_name) + " is unavailable; retry (with the same biz_id for a write)");
   }
   const auto status = r.message.result_int();
   if (status == 401 || status == 403) {  // our token, not the caller's: a configuration fault
     upstream_failures_.inc();
     log::error("upstream refused the internal token", {{"upstream", who_name}});
-    co_return error(req, 503, "unavailable",
-                    std::string(who_name) + " is unavailable; retry (with the same biz_id for a write)");
+    co_return http::make_error_response(
+        req, contract::error_code::unavailable,
+        std::string(who_name) + " is unavailable; retry (with the same biz_id for a write)");
   }
   auto res = http::make_json_response(req, status, std::move(r.message.body()));
   if (auto replayed = r.message.find("Idempotent-Replayed"); replayed != r.message.end())
@@ -439,7 +436,7 @@ class internal_router {
   // The relay's events, to this gateway's subscribers.
   response publish(const request& req) {
     if (!http::bearer_token_ok(req, ctx_.internal_token))
-      return error(req, 401, "unauthorized", "missing or wrong internal token");
+      return http::make_error_response(req, contract::error_code::unauthorized, "missing or wrong internal token");
     auto body = json::parse(req.body(), nullptr, false);
     if (!body.is_object() || !body.contains("events") || !body["events"].is_array())
       return bad_request(req, "body must be {\"events\": [...]}");
@@ -468,6 +465,7 @@ class internal_router {
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::body_limit_rule body_limits() { return http::body_limits_of(std::span<const route_def>(router::table())); }
 http::handler make_internal_handler(route_context& ctx) {
   return http::shared_handler(std::make_shared<internal_router>(ctx));
 }

@@ -50,11 +50,14 @@ struct route_context {
   std::string console_dir{};           // the console's files from this folder, else the built-in ones
 };
 
-// Every route of the public listener: [{"method", "path", "access"}]
-// (`gateway --routes` prints it; the OpenAPI test compares it with the file).
+// Every route of the public listener: [{"method", "path", "body_limit",
+// "access"}] (`gateway --routes` prints it; the OpenAPI test compares it
+// with the file).
 nlohmann::json route_list();
 
 http::handler make_handler(route_context& ctx);
+// The public listener's body limit of each request, from the route table.
+http::body_limit_rule body_limits();
 http::handler make_internal_handler(route_context& ctx);
 
 }  // namespace tally::gateway

@@ -245,10 +245,11 @@ void stream_service::accept(beast::tcp_stream stream, http::request req) {
   const auto ex = stream.get_executor();
   const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
   if (t.path != std::vector<std::string>{"v1", "stream"})
-    return refuse(std::move(stream), http::make_error_response(req, 404, "not_found", "no such route"));
+    return refuse(std::move(stream), http::make_error_response(req, contract::error_code::not_found, "no such route"));
   auto who = keys_.authenticate(presented_key(req, t));
   if (!who)
-    return refuse(std::move(stream), http::make_error_response(req, 401, "unauthorized", "missing or unknown API key"));
+    return refuse(std::move(stream),
+                  http::make_error_response(req, contract::error_code::unauthorized, "missing or unknown API key"));
   std::erase_if(live_, [](const auto& w) { return w.expired(); });
   auto session = std::make_shared<stream_session>(*this, std::move(stream), std::move(*who));
   live_.push_back(session);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/retry/backoff.hpp"
+
 namespace tally::orch {
 
 namespace {
@@ -86,11 +88,8 @@ std::vector<saga_item> refunded_by(const saga& refund, const workflow_def& w) {
 }
 
 std::chrono::milliseconds backoff(const retry_policy& p, int attempt, const random_source& random) {
-  auto cap = p.max_backoff.count();
-  auto base = p.initial_backoff.count();
-  long long d = base;
-  for (int i = 1; i < attempt && d < cap; ++i) d *= 2;
-  d = std::min(d, static_cast<long long>(cap));
+  const retry::backoff doubling{p.initial_backoff, p.max_backoff};
+  const long long d = retry::delay(doubling, static_cast<std::size_t>(std::max(attempt, 1) - 1)).count();
   auto half = d / 2;
   auto jitter = static_cast<long long>(static_cast<double>(d - half) * std::clamp(random(), 0.0, 1.0));
   return std::chrono::milliseconds(half + std::min(jitter, d - half));

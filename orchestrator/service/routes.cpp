@@ -29,17 +29,13 @@ constexpr std::int64_t max_list_limit = 500;
 
 instant now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()); }
 
-response error(const request& req, unsigned status, std::string_view code, std::string_view message) {
-  return http::make_error_response(req, status, code, message);
-}
-response bad_request(const request& req, std::string_view message) {
-  return error(req, 400, "invalid_request", message);
-}
+using http::bad_request;
 // Whatever its format: an id that is no saga id names no saga. Only a
 // well-formed id is echoed (anything else may not even be UTF-8).
 response no_such_saga(const request& req, std::string_view id) {
-  return error(req, 404, "not_found",
-               contract::is_saga_id(id) ? "no saga " + std::string(id) : std::string("no such saga"));
+  return http::make_error_response(
+      req, contract::error_code::not_found,
+      contract::is_saga_id(id) ? "no saga " + std::string(id) : std::string("no such saga"));
 }
 
 json saga_json(const stored_saga& st) { return public_json(st.s, *find_workflow(st.s.workflow), st.updated); }
@@ -141,12 +137,18 @@ class router {
 
   static response failure(const request& req, const saga_runner::result& r) {
     switch (r.kind) {
-      case saga_runner::outcome::conflict: return error(req, 422, "idempotency_conflict", r.message);
-      case saga_runner::outcome::not_found: return error(req, 404, "not_found", r.message);
-      case saga_runner::outcome::invalid: return error(req, 400, "invalid_request", r.message);
+      case saga_runner::outcome::conflict:
+        return http::make_error_response(req, contract::error_code::idempotency_conflict, r.message);
+      case saga_runner::outcome::not_found:
+        return http::make_error_response(req, contract::error_code::not_found, r.message);
+      case saga_runner::outcome::invalid:
+        return http::make_error_response(req, contract::error_code::invalid_request, r.message);
       case saga_runner::outcome::invalid_state:
-        return error(req, 409, "invalid_state", r.message.empty() ? "the saga cannot do that in its state" : r.message);
-      default: return error(req, 503, "unavailable", r.message.empty() ? "unavailable; retry" : r.message);
+        return http::make_error_response(req, contract::error_code::invalid_state,
+                                         r.message.empty() ? "the saga cannot do that in its state" : r.message);
+      default:
+        return http::make_error_response(req, contract::error_code::unavailable,
+                                         r.message.empty() ? "unavailable; retry" : r.message);
     }
   }
 
@@ -203,9 +205,9 @@ class router {
     if (!contract::is_saga_id(id)) co_return no_such_saga(req, id);
     auto r = co_await ctx_.runner.async_act(tenant, std::string(id), action);
     if (r.kind == saga_runner::outcome::invalid_state && r.saga) {
-      co_return error(req, 409, "invalid_state",
-                      "saga " + r.saga->s.id + " is " + std::string(to_string(r.saga->s.state)) + ": cannot " +
-                          std::string(to_string(action)));
+      co_return http::make_error_response(req, contract::error_code::invalid_state,
+                                          "saga " + r.saga->s.id + " is " + std::string(to_string(r.saga->s.state)) +
+                                              ": cannot " + std::string(to_string(action)));
     }
     if (!r.saga || (r.kind != saga_runner::outcome::done && r.kind != saga_runner::outcome::already))
       co_return failure(req, r);
@@ -224,11 +226,13 @@ class router {
     if (!r.saga) co_return failure(req, r);
     auto body = saga_json(*r.saga);
     auto refunded = co_await refunded_of(*r.saga);
-    if (!refunded) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+    if (!refunded)
+      co_return http::make_error_response(req, contract::error_code::unavailable, "the saga store is unavailable");
     if (!refunded->is_null()) body["refunded"] = std::move(*refunded);
     if (history) {
       auto attempts = co_await ctx_.store.async_attempts(std::string(id));
-      if (attempts.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+      if (attempts.error)
+        co_return http::make_error_response(req, contract::error_code::unavailable, "the saga store is unavailable");
       auto all = json::array();
       for (const auto& a : attempts.attempts) all.push_back(attempt_json(a));
       body["history"] = std::move(all);
@@ -254,7 +258,8 @@ class router {
 
   asio::awaitable<response> run_list(const request& req, saga_filter f) {
     auto r = co_await ctx_.store.async_list(f);
-    if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+    if (r.error)
+      co_return http::make_error_response(req, contract::error_code::unavailable, "the saga store is unavailable");
     auto sagas = json::array();
     for (const auto& st : r.sagas) sagas.push_back(saga_json(st));
     json out{{"sagas", std::move(sagas)}};
@@ -321,7 +326,8 @@ class router {
   // GET /admin/sagas/counts: every state's count, and how many are overdue.
   asio::awaitable<response> counts(const request& req, const call& c) {
     auto r = co_await ctx_.store.async_counts(c.tenant, now());
-    if (r.error) co_return error(req, 503, "unavailable", "the saga store is unavailable");
+    if (r.error)
+      co_return http::make_error_response(req, contract::error_code::unavailable, "the saga store is unavailable");
     json by_state = json::object();
     for (auto s : all_saga_states) by_state[std::string(to_string(s))] = r.by_state.contains(s) ? r.by_state[s] : 0;
     co_return http::json_response(req, 200, {{"counts", std::move(by_state)}, {"overdue", r.overdue}});
@@ -334,5 +340,6 @@ class router {
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::orch

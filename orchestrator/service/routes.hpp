@@ -31,5 +31,7 @@ struct route_context {
 };
 
 http::handler make_handler(route_context& ctx);
+// The body limit of each request, from the route table.
+http::body_limit_rule body_limits();
 
 }  // namespace tally::orch

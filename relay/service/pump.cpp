@@ -1,7 +1,5 @@
 #include "relay/service/pump.hpp"
 
-#include <algorithm>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -25,17 +23,13 @@ std::int64_t now_ms() {
 
 }  // namespace
 
-milliseconds backoff(std::size_t attempt, milliseconds min, milliseconds max) {
-  auto d = min;
-  for (std::size_t i = 0; i < attempt && d < max; ++i) d *= 2;
-  return std::min(d, max);
-}
-
 pump::pump(asio::any_io_executor ex, source_config source, sink& target, metrics::registry& metrics,
            pump_options options)
     : reader_(ex, source, std::string(target.name()), options.db_timeout, options.horizon_scan),
       sink_(target),
       options_(options),
+      after_failure_{options.retry_min, options.retry_max},
+      when_idle_{options.idle_poll_min, options.idle_poll_max},
       timer_(ex),
       delivered_(metrics.add_counter("tally_relay_events_delivered_total", "Events delivered to a sink",
                                      labels(source, target.name()))),
@@ -76,7 +70,7 @@ asio::awaitable<void> pump::async_run() {
     bool holder = false;
     if (auto err = co_await reader_.async_take_lock(holder)) {
       lose_source("connecting", err);
-      co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
+      co_await pause(retry::delay(after_failure_, failures++));
       continue;
     }
     if (!holder) {  // another relay instance delivers this consumer: stand by
@@ -117,7 +111,7 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
         auto d = co_await sink_.async_check(reader_.source().name);
         if (d.status == delivery_status::rebuild && !co_await rebuild()) co_return false;
       }
-      co_await pause(backoff(idle++, options_.idle_poll_min, options_.idle_poll_max));
+      co_await pause(retry::delay(when_idle_, idle++));
       continue;
     }
     idle = 0;
@@ -130,7 +124,7 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
       if (failures == 0)
         log::warn("relay delivery failed; retrying",
                   {{"source", reader_.source().name}, {"sink", sink_.name()}, {"error", d.error}});
-      co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
+      co_await pause(retry::delay(after_failure_, failures++));
       continue;
     }
     if (failures > 0)
@@ -178,7 +172,7 @@ asio::awaitable<std::optional<delivery_status>> pump::until_answered(
     if (stopping_) co_return std::nullopt;
     auto d = co_await call();
     if (d.status == delivery_status::delivered || d.status == delivery_status::rebuild) co_return d.status;
-    co_await pause(backoff(failures++, options_.retry_min, options_.retry_max));
+    co_await pause(retry::delay(after_failure_, failures++));
   }
 }
 

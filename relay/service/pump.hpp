@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/metrics/metrics.hpp"
+#include "common/retry/backoff.hpp"
 #include "relay/outbox/reader.hpp"
 #include "relay/sink/sink.hpp"
 
@@ -33,9 +34,6 @@ struct pump_options {
   std::chrono::milliseconds horizon_scan{100};  // see outbox_reader
   std::size_t rebuild_page = 500;               // objects per read and write of a rebuild
 };
-
-// Delay before retry number `attempt` (0-based): min · 2^attempt, capped.
-std::chrono::milliseconds backoff(std::size_t attempt, std::chrono::milliseconds min, std::chrono::milliseconds max);
 
 class pump {
  public:
@@ -61,6 +59,8 @@ class pump {
   outbox_reader reader_;
   sink& sink_;
   pump_options options_;
+  const retry::backoff after_failure_;  // retry_min doubling up to retry_max
+  const retry::backoff when_idle_;      // idle_poll_min doubling up to idle_poll_max
   boost::asio::steady_timer timer_;
   bool stopping_ = false;
   bool holder_ = false;

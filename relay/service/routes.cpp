@@ -67,5 +67,6 @@ class router {
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::relay

@@ -97,10 +97,10 @@ class http_test : public ::testing::Test {
     }
   }
 
-  void start_server(server_options options = {}) {
+  void start_server(server_options options = {}, body_limit_rule body_limits = {}) {
     options.address = "127.0.0.1";
     options.port = 0;
-    server_ = std::make_unique<server>(io_, options, routes());
+    server_ = std::make_unique<server>(io_, options, routes(), std::move(body_limits));
     server_->start();
   }
 
@@ -234,6 +234,56 @@ TEST_F(http_test, body_over_limit_gets_413_and_close) {
   const auto next = run(c.async_json(bhttp::verb::post, "/v1/echo", std::string(1000, 'x'), 5s));
   ASSERT_FALSE(next.error) << next.error.message();
   EXPECT_EQ(next.message.result_int(), 200u);
+}
+
+// /small takes 16 bytes, /large 8 KiB, anything else the server's 1 KiB.
+body_limit_rule small_and_large() {
+  return [](const request& header) -> std::optional<std::size_t> {
+    if (header.target() == "/small") return 16;
+    if (header.target() == "/large") return 8192;
+    return std::nullopt;
+  };
+}
+
+TEST_F(http_test, body_limit_is_the_routes_else_the_servers) {
+  server_options options;
+  options.body_limit = 1024;
+  start_server(options, small_and_large());
+  client c(io_.get_executor(), "127.0.0.1", port());
+  const auto post = [&](std::string target, std::size_t size) {
+    const auto res = run(c.async_json(bhttp::verb::post, std::move(target), std::string(size, 'x'), 5s));
+    EXPECT_FALSE(res.error) << res.error.message();
+    return res.message.result_int();
+  };
+  EXPECT_EQ(post("/small", 16), 200u);
+  EXPECT_EQ(post("/small", 17), 413u);
+  EXPECT_EQ(post("/large", 4096), 200u);  // over the server's limit
+  EXPECT_EQ(post("/large", 8193), 413u);
+  EXPECT_EQ(post("/other", 1024), 200u);
+  EXPECT_EQ(post("/other", 1025), 413u);
+  EXPECT_EQ(seen_connections_.size(), 3u);  // the handler never saw a refused request
+}
+
+TEST_F(http_test, declared_length_over_the_limit_is_refused_before_100_continue) {
+  start_server({}, small_and_large());
+  tcp::socket socket(io_);
+  ASSERT_FALSE(run(try_connect(socket, port())));
+  run(send_raw(socket, "POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\nExpect: 100-continue\r\n\r\n"));
+  const std::string data = run(read_until_contains(socket, R"("code":"payload_too_large")"));
+  EXPECT_TRUE(data.starts_with("HTTP/1.1 413")) << data;
+  EXPECT_TRUE(seen_connections_.empty());
+}
+
+TEST_F(http_test, chunked_body_over_the_limit_gets_413) {
+  start_server({}, small_and_large());
+  tcp::socket socket(io_);
+  ASSERT_FALSE(run(try_connect(socket, port())));
+  run(send_raw(socket,
+               "POST /small HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n"));
+  const std::string data = run(read_until_contains(socket, R"("code":"payload_too_large")"));
+  EXPECT_TRUE(data.starts_with("HTTP/1.1 413")) << data;
+  EXPECT_TRUE(seen_connections_.empty());
 }
 
 TEST_F(http_test, malformed_request_gets_400_and_close) {

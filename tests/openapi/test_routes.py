@@ -7,7 +7,8 @@ sets of (METHOD, path) with the names of path parameters ignored
 (`{anything}` and `{rest...}` are both `{}`) and a trailing slash dropped:
 the gateway splits paths without empty segments, so `/console` and
 `/console/` are one route. Where the table says who may call a route
-(`access`), the file's `x-tally-role` must agree.
+(`access`), the file's `x-tally-role` must agree; a route it reads no
+body of (`body_limit` 0) has no `requestBody` in the file.
 
     python3 tests/openapi/test_routes.py [-v]
 """
@@ -41,6 +42,12 @@ def spec_routes(spec):
 def table_routes(table):
     """{(METHOD, normalised path): access or None} of a `--routes` listing."""
     return {(r["method"].upper(), normalise(r["path"])): r.get("access") for r in table}
+
+
+def bodiless_with_request_body(spec, table):
+    """Routes the table reads no body of (`body_limit` 0) but the file gives a requestBody: [(METHOD, path)]."""
+    with_body = {(m, normalise(p)) for m, p, op in openapi.operations(spec) if "requestBody" in op}
+    return sorted({(r["method"].upper(), normalise(r["path"])) for r in table if r.get("body_limit") == 0} & with_body)
 
 
 def compare(in_file, served):
@@ -113,6 +120,14 @@ class CompareTest(unittest.TestCase):
                               {"method": "GET", "path": "/console", "access": "anyone"}])
         self.assertEqual(role_mismatches(self.FILE, table), [(("GET", "/v1/admin/shards"), "app", "operator")])
 
+    def test_finds_a_request_body_on_a_route_that_reads_none(self):
+        spec = {"paths": {"/v1/credits": {"post": {"requestBody": {}}}, "/v1/accounts/{id}": {"get": {}}}}
+        table = [{"method": "POST", "path": "/v1/credits", "body_limit": 0},
+                 {"method": "GET", "path": "/v1/accounts/{account_id}", "body_limit": 0}]
+        self.assertEqual(bodiless_with_request_body(spec, table), [("POST", "/v1/credits")])
+        table[0]["body_limit"] = None  # the server's limit
+        self.assertEqual(bodiless_with_request_body(spec, table), [])
+
 
 class GatewayRoutesTest(unittest.TestCase):
     """The file against the built gateway's `--routes`."""
@@ -139,6 +154,11 @@ class GatewayRoutesTest(unittest.TestCase):
         wrong = role_mismatches(self.in_file, self.served)
         self.assertFalse(wrong, "x-tally-role disagrees with the gateway's access:\n" + "\n".join(
             f"  {m} {p}: gateway {access}, file {role}" for (m, p), access, role in wrong))
+
+    def test_no_request_body_on_a_route_that_reads_none(self):
+        wrong = bodiless_with_request_body(openapi.load(), self.table)
+        self.assertFalse(wrong, "a requestBody in docs/openapi.yaml where the gateway reads none (body_limit 0):\n" +
+                         describe(wrong))
 
 
 if __name__ == "__main__":

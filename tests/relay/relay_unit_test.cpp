@@ -11,7 +11,6 @@ namespace tally::relay {
 namespace {
 
 using nlohmann::json;
-using std::chrono::milliseconds;
 
 std::string refused(const char* text) {
   auto r = parse_sources(json::parse(text));
@@ -89,14 +88,6 @@ TEST(PushBody, SplitsLargeBatches) {
   for (const auto& b : bodies) total += json::parse(b)["events"].size();
   EXPECT_EQ(total, 5u);
   EXPECT_TRUE(push_bodies("o", {}, 250).empty());
-}
-
-TEST(Backoff, DoublesToItsCap) {
-  EXPECT_EQ(backoff(0, milliseconds(50), milliseconds(1000)), milliseconds(50));
-  EXPECT_EQ(backoff(1, milliseconds(50), milliseconds(1000)), milliseconds(100));
-  EXPECT_EQ(backoff(4, milliseconds(50), milliseconds(1000)), milliseconds(800));
-  EXPECT_EQ(backoff(5, milliseconds(50), milliseconds(1000)), milliseconds(1000));
-  EXPECT_EQ(backoff(1000, milliseconds(50), milliseconds(1000)), milliseconds(1000));
 }
 
 }  // namespace
