@@ -2,6 +2,7 @@
 // The shard's commands as values: parsed and validated from JSON, with the
 // business key they are idempotent on and the request hash of their
 // semantic fields.
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,8 +32,8 @@ struct op_key {
   std::string account_id;
   std::string biz_type;
   std::string biz_id;
-  std::string flat() const;  // a map key
-  bool operator==(const op_key&) const = default;
+  std::string flat() const;                         // a map key
+  auto operator<=>(const op_key&) const = default;  // byte order, as the tables' COLLATE "C"
 };
 
 struct command {

@@ -11,23 +11,24 @@
 // concurrent transactions never wait on each other's row locks, and the
 // workers keep both PostgreSQL and this process busy instead of queueing
 // behind one another.
+//
+// The queue is a batching::coalescer keyed by account; this class adds
+// what a flush is here: a batch (store/batch.hpp) under the writer epoch,
+// its retries, fencing and metrics.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <nlohmann/json.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/decide.hpp"
-#include "account_shard/service/batch_pick.hpp"
 #include "account_shard/service/clock.hpp"
+#include "common/batching/coalescer.hpp"
 #include "common/metrics/metrics.hpp"
 #include "common/pg/pool.hpp"
 
@@ -58,44 +59,26 @@ class commit_queue {
   commit_queue(boost::asio::any_io_executor ex, pg::pool& writers, commit_options options, const shard_clock& clock,
                metrics::registry& metrics, std::function<void()> on_fenced);
   void start(std::int64_t writer_epoch);
-  boost::asio::awaitable<submit_result> async_submit(command c);
+  boost::asio::awaitable<submit_result> async_submit(command c) { return queue_.async_submit(std::move(c)); }
   // Queues every command at once (they may share batches); one result each.
-  boost::asio::awaitable<std::vector<submit_result>> async_submit_many(std::vector<command> commands);
+  boost::asio::awaitable<std::vector<submit_result>> async_submit_many(std::vector<command> commands) {
+    return queue_.async_submit_many(std::move(commands));
+  }
   // Refuses new commands, lets the queued ones commit, then returns.
-  boost::asio::awaitable<void> async_drain();
-  std::size_t depth() const { return queue_.size(); }
+  boost::asio::awaitable<void> async_drain() { return queue_.async_drain(); }
+  std::size_t depth() const { return queue_.queued(); }
   // Totals since start, for operators (GET /v1/status).
   nlohmann::json stats() const;
 
  private:
-  struct pending {
-    command cmd;
-    submit_result result;
-    boost::asio::steady_timer* done = nullptr;
-    bool finished = false;
-    std::chrono::steady_clock::time_point queued{};
-  };
-  boost::asio::awaitable<void> run_worker();
-  // Moves the commands pick_batch chooses from the queue into `batch` and
-  // marks their accounts in flight; returns what it picked.
-  batch_pick take_batch(std::vector<pending*>& batch);
-  bool any_eligible(const std::vector<pending>& items) const;
-  boost::asio::awaitable<void> run_batch(std::vector<pending*>& batch);
-  void finish(pending* p, submit_result r);
-  void wake_one_worker();
+  // Runs one batch (retrying transient errors) and answers each command.
+  boost::asio::awaitable<void> run_batch(std::vector<command>& batch, std::vector<submit_result>& results);
 
-  boost::asio::any_io_executor ex_;
   pg::pool& writers_;
   commit_options options_;
   const shard_clock& clock_;
   std::function<void()> on_fenced_;
   std::int64_t epoch_ = 0;
-  std::deque<pending*> queue_;
-  std::unordered_set<std::string> in_flight_accounts_;   // batch_state::account_key
-  std::deque<boost::asio::steady_timer*> idle_workers_;  // each waits on its own timer
-  bool draining_ = false;
-  std::size_t running_workers_ = 0;
-  boost::asio::steady_timer drained_;
 
   metrics::counter& batches_;
   metrics::counter& commands_;
@@ -104,6 +87,8 @@ class commit_queue {
   metrics::histogram& batch_size_;
   metrics::histogram& batch_seconds_;
   metrics::histogram& queue_wait_;
+  // Last: destroyed first, while what its flushes use still exists.
+  batching::coalescer<command, submit_result> queue_;
 };
 
 }  // namespace tally::shard

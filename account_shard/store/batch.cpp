@@ -1,21 +1,52 @@
 #include "account_shard/store/batch.hpp"
 
 #include <algorithm>
+#include <compare>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "account_shard/store/fence.hpp"
 #include "common/failpoint/failpoint.hpp"
+#include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 
 namespace tally::shard {
 
 namespace asio = boost::asio;
-using pg::array_literal;
 using pg::param;
 using pg::sql_begin;
 using pg::sql_commit;
 
 namespace {
+
+// The keys a batch locks by, in the order it locks them (std::string's
+// byte order is the tables' COLLATE "C").
+struct account_ref {
+  std::string tenant;
+  std::string account_id;
+  auto operator<=>(const account_ref&) const = default;
+};
+struct hold_ref {
+  std::string tenant;
+  std::string account_id;
+  std::string hold_id;
+  auto operator<=>(const hold_ref&) const = default;
+};
+constexpr auto account_ref_columns = std::tuple{&account_ref::tenant, &account_ref::account_id};
+constexpr auto op_key_columns = std::tuple{&op_key::tenant, &op_key::account_id, &op_key::biz_type, &op_key::biz_id};
+constexpr auto hold_ref_columns = std::tuple{&hold_ref::tenant, &hold_ref::account_id, &hold_ref::hold_id};
+
+// A column of a row's op_key (operations, ledger entries).
+constexpr auto of_key(auto member) {
+  return [member](const auto& row) -> const std::string& { return std::invoke(member, row.key); };
+}
+constexpr auto keyed_columns = std::tuple{of_key(&op_key::tenant), of_key(&op_key::account_id),
+                                          of_key(&op_key::biz_type), of_key(&op_key::biz_id)};
+// An enum column as its stored name.
+constexpr auto state_name = [](const auto& row) { return to_string(row.state); };
+param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
+param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
 
 // The writers plan each statement below once per connection
 // (shard_writer_session_sql), so each must have one good plan whatever the
@@ -27,26 +58,63 @@ namespace {
 // over the arrays probing the primary key is by far the cheapest plan, even
 // on empty tables. Each update passes the number of rows it must change to
 // expect_rows(), which aborts the transaction on any other count.
+//
+// Next to each statement: the enum naming the columns it reads, or the
+// tuple of the row's columns it takes as arrays, both in its order.
 constexpr std::string_view sql_lock_accounts =
     "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, a.lot_count "
     "FROM unnest($1::text[], $2::text[]) AS k(tenant, account_id) CROSS JOIN LATERAL "
     "(SELECT * FROM account a WHERE a.tenant = k.tenant AND a.account_id = k.account_id FOR UPDATE) a";
+enum class account_column { tenant, account_id, balance, held, status, version, lot_count };
 constexpr std::string_view sql_lock_operations =
     "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, o.request_hash, o.state, o.amount, o.reason, "
     "o.balance_after, o.held_after, o.version_after, o.ledger_seq, o.refunded, o.lots::text "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(tenant, account_id, biz_type, biz_id) "
     "CROSS JOIN LATERAL (SELECT * FROM operation o WHERE o.tenant = k.tenant AND o.account_id = k.account_id "
     "AND o.biz_type = k.biz_type AND o.biz_id = k.biz_id FOR UPDATE) o";
+enum class operation_column {
+  tenant,
+  account_id,
+  biz_type,
+  biz_id,
+  request_hash,
+  state,
+  amount,
+  reason,
+  balance_after,
+  held_after,
+  version_after,
+  ledger_seq,
+  refunded,
+  lots
+};
 constexpr std::string_view sql_lock_holds =
     "SELECT h.tenant, h.account_id, h.hold_id, h.amount, h.captured, h.state "
     "FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, account_id, hold_id) CROSS JOIN LATERAL "
     "(SELECT * FROM hold h WHERE h.tenant = k.tenant AND h.account_id = k.account_id AND h.hold_id = k.hold_id "
     "FOR UPDATE) h";
-// A lot's columns as load_lots reads them (expires_at in unix ms).
+enum class hold_column { tenant, account_id, hold_id, amount, captured, state };
+// A lot's columns as lot_column names them (expires_at in unix ms).
 #define TALLY_LOT_COLUMNS                                                                                    \
   "l.tenant, l.account_id, l.lot_id, l.granted, l.remaining, l.held, l.expired, "                            \
   "(extract(epoch FROM l.expires_at) * 1000)::bigint, l.rule_version, l.origin, l.grace_ms, l.source_type, " \
   "l.source_id, l.state "
+enum class lot_column {
+  tenant,
+  account_id,
+  lot_id,
+  granted,
+  remaining,
+  held,
+  expired,
+  expires_at,
+  rule_version,
+  origin,
+  grace_ms,
+  source_type,
+  source_id,
+  state
+};
 // Every open lot of the batch's accounts, each account's in consumption order.
 constexpr std::string_view sql_lock_open_lots =
     "SELECT " TALLY_LOT_COLUMNS
@@ -65,6 +133,8 @@ constexpr std::string_view sql_lock_named_lots =
     "AND l.lot_id = (e.part->>0)::bigint FOR UPDATE) l";
 #undef TALLY_LOT_COLUMNS
 constexpr std::string_view sql_reserve_seqs = "SELECT nextval('ledger_seq') FROM generate_series(1, $1::int)";
+// The one column of sql_reserve_seqs and of sql_read_epoch.
+enum class value_column { value };
 
 constexpr std::string_view sql_insert_accounts =
     "INSERT INTO account (tenant, account_id, balance, held, status, version, lot_count) "
@@ -77,6 +147,14 @@ constexpr std::string_view sql_update_accounts =
     "AS u(tenant, account_id, balance, held, status, version, lot_count) "
     "WHERE a.tenant = u.tenant AND a.account_id = u.account_id RETURNING 1) "
     "SELECT expect_rows(count(*), $8) FROM changed";
+// Both statements' columns.
+constexpr auto account_columns = std::tuple{&account_row::tenant,
+                                            &account_row::account_id,
+                                            &account_row::balance,
+                                            &account_row::held,
+                                            [](const account_row& a) { return to_string(a.status); },
+                                            &account_row::version,
+                                            &account_row::lot_count};
 constexpr std::string_view sql_insert_lots =
     "INSERT INTO lot (tenant, account_id, lot_id, granted, remaining, held, expired, expires_at, rule_version, origin, "
     "grace_ms, source_type, source_id, state) "
@@ -84,6 +162,20 @@ constexpr std::string_view sql_insert_lots =
     "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
     "$8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[]) "
     "AS u(t, a, id, g, r, h, x, e, rv, o, gr, st, si, s)";
+constexpr auto new_lot_columns = std::tuple{&lot_row::tenant,
+                                            &lot_row::account_id,
+                                            &lot_row::lot_id,
+                                            &lot_row::granted,
+                                            &lot_row::remaining,
+                                            &lot_row::held,
+                                            &lot_row::expired,
+                                            [](const lot_row& l) { return opt_int(l.expires_at); },
+                                            &lot_row::rule_version,
+                                            [](const lot_row& l) { return to_string(l.origin); },
+                                            [](const lot_row& l) { return opt_int(l.grace_ms); },
+                                            &lot_row::source_type,
+                                            &lot_row::source_id,
+                                            state_name};
 constexpr std::string_view sql_update_lots =
     "WITH changed AS (UPDATE lot l SET remaining = u.remaining, held = u.held, expired = u.expired, state = u.state, "
     "updated_at = now() "
@@ -91,6 +183,9 @@ constexpr std::string_view sql_update_lots =
     "AS u(tenant, account_id, lot_id, remaining, held, expired, state) "
     "WHERE l.tenant = u.tenant AND l.account_id = u.account_id AND l.lot_id = u.lot_id RETURNING 1) "
     "SELECT expect_rows(count(*), $8) FROM changed";
+constexpr auto changed_lot_columns =
+    std::tuple{&lot_row::tenant, &lot_row::account_id, &lot_row::lot_id, &lot_row::remaining,
+               &lot_row::held,   &lot_row::expired,    state_name};
 constexpr std::string_view sql_insert_operations =
     "INSERT INTO operation (tenant, account_id, biz_type, biz_id, request_hash, state, amount, reason, "
     "balance_after, held_after, version_after, ledger_seq, refunded, lots) "
@@ -98,127 +193,154 @@ constexpr std::string_view sql_insert_operations =
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], "
     "$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[]) "
     "AS u(t, a, bt, bi, rh, s, am, re, ba, ha, va, ls, rf, l)";
+constexpr auto new_operation_columns = std::tuple_cat(
+    keyed_columns,
+    std::tuple{&operation_row::request_hash, state_name, &operation_row::amount,
+               [](const operation_row& o) { return opt_text(o.reason); }, &operation_row::balance_after,
+               &operation_row::held_after, &operation_row::version_after,
+               [](const operation_row& o) { return opt_int(o.ledger_seq); }, &operation_row::refunded,
+               [](const operation_row& o) { return o.lots.empty() ? param{} : param{lots_json(o.lots)}; }});
 constexpr std::string_view sql_update_refunded =
     "WITH changed AS (UPDATE operation o SET refunded = u.refunded "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) "
     "AS u(tenant, account_id, biz_type, biz_id, refunded) "
     "WHERE o.tenant = u.tenant AND o.account_id = u.account_id AND o.biz_type = u.biz_type AND o.biz_id = u.biz_id "
     "RETURNING 1) SELECT expect_rows(count(*), $6) FROM changed";
+constexpr auto refunded_columns = std::tuple_cat(keyed_columns, std::tuple{&operation_row::refunded});
 constexpr std::string_view sql_insert_holds =
     "INSERT INTO hold (tenant, account_id, hold_id, amount, captured, state) "
     "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[])";
+constexpr auto new_hold_columns = std::tuple{&hold_row::tenant, &hold_row::account_id, &hold_row::hold_id,
+                                             &hold_row::amount, &hold_row::captured,   state_name};
 constexpr std::string_view sql_update_holds =
     "WITH changed AS (UPDATE hold h SET captured = u.captured, state = u.state, updated_at = now() "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) "
     "AS u(tenant, account_id, hold_id, captured, state) "
     "WHERE h.tenant = u.tenant AND h.account_id = u.account_id AND h.hold_id = u.hold_id "
     "RETURNING 1) SELECT expect_rows(count(*), $6) FROM changed";
+constexpr auto changed_hold_columns =
+    std::tuple{&hold_row::tenant, &hold_row::account_id, &hold_row::hold_id, &hold_row::captured, state_name};
 constexpr std::string_view sql_insert_ledger =
     "INSERT INTO ledger_entry (seq, tenant, account_id, biz_type, biz_id, delta, balance_after, reverses) "
     "SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], "
     "$8::bigint[])";
+constexpr auto ledger_columns = std::tuple_cat(std::tuple{&ledger_row::seq}, keyed_columns,
+                                               std::tuple{&ledger_row::delta, &ledger_row::balance_after,
+                                                          [](const ledger_row& e) { return opt_int(e.reverses); }});
 constexpr std::string_view sql_insert_events =
     "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
     "SELECT t, a, v, e, p::jsonb FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) "
     "AS u(t, a, v, e, p)";
+constexpr auto event_columns = std::tuple{&event_row::tenant, &event_row::account_id, &event_row::version,
+                                          &event_row::event_type, &event_row::payload};
 
-// Column-wise arrays, the shape unnest() takes.
-struct columns {
-  std::vector<std::vector<std::string>> text;
-  std::vector<std::vector<param>> nullable;
-  std::vector<std::vector<std::int64_t>> ints;
-};
-
-std::vector<param> params_of(std::initializer_list<std::string> arrays) {
-  std::vector<param> out;
-  for (const auto& a : arrays) out.emplace_back(a);
-  return out;
+account_row account_from(const pg::row<account_column>& r) {
+  using c = account_column;
+  account_row a;
+  a.tenant = r.text(c::tenant);
+  a.account_id = r.text(c::account_id);
+  a.balance = r.int64(c::balance);
+  a.held = r.int64(c::held);
+  a.status = account_status_from(r.text(c::status)).value_or(account_status::frozen);
+  a.version = r.int64(c::version);
+  a.lot_count = r.int64(c::lot_count);
+  return a;
 }
 
-param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
-param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
+operation_row operation_from(const pg::row<operation_column>& r) {
+  using c = operation_column;
+  operation_row o;
+  o.key = {std::string(r.text(c::tenant)), std::string(r.text(c::account_id)), std::string(r.text(c::biz_type)),
+           std::string(r.text(c::biz_id))};
+  o.request_hash = r.text(c::request_hash);
+  o.state = op_state_from(r.text(c::state)).value_or(op_state::rejected);
+  o.amount = r.int64(c::amount);
+  if (!r.is_null(c::reason)) o.reason = r.text(c::reason);
+  o.balance_after = r.int64(c::balance_after);
+  o.held_after = r.int64(c::held_after);
+  o.version_after = r.int64(c::version_after);
+  o.ledger_seq = r.opt_int64(c::ledger_seq);
+  o.refunded = r.int64(c::refunded);
+  if (!r.is_null(c::lots)) o.lots = lots_from_json(r.text(c::lots));
+  return o;
+}
 
-// Where each read's result is in the pipeline's results: [0]=BEGIN
-// [1]=fence [2]=epoch [3]=accounts [4]=operations [5]=seqs [6]=open lots,
-// then the optional ones (-1 when not sent).
-struct read_layout {
-  int holds = -1;
-  int named_lots = -1;
+hold_row hold_from(const pg::row<hold_column>& r) {
+  using c = hold_column;
+  hold_row h;
+  h.tenant = r.text(c::tenant);
+  h.account_id = r.text(c::account_id);
+  h.hold_id = r.text(c::hold_id);
+  h.amount = r.int64(c::amount);
+  h.captured = r.int64(c::captured);
+  h.state = hold_state_from(r.text(c::state)).value_or(hold_state::held);
+  return h;
+}
+
+lot_row lot_from(const pg::row<lot_column>& r) {
+  using c = lot_column;
+  lot_row l;
+  l.tenant = r.text(c::tenant);
+  l.account_id = r.text(c::account_id);
+  l.lot_id = r.int64(c::lot_id);
+  l.granted = r.int64(c::granted);
+  l.remaining = r.int64(c::remaining);
+  l.held = r.int64(c::held);
+  l.expired = r.int64(c::expired);
+  l.expires_at = r.opt_int64(c::expires_at);
+  l.rule_version = r.text(c::rule_version);
+  l.origin = lot_origin_from(r.text(c::origin)).value_or(lot_origin::grant);
+  l.grace_ms = r.opt_int64(c::grace_ms);
+  l.source_type = r.text(c::source_type);
+  l.source_id = r.text(c::source_id);
+  l.state = lot_state_from(r.text(c::state)).value_or(lot_state::expired);
+  return l;
+}
+
+// The batch's reads in pipeline order, and where each one's result is.
+struct read_plan {
+  std::vector<pg::statement> statements;
+  std::size_t epoch = 0;
+  std::size_t accounts = 0;
+  std::size_t operations = 0;
+  std::size_t seqs = 0;
+  std::size_t open_lots = 0;
+  std::optional<std::size_t> named_lots;  // only when needed: a statement costs even when it finds nothing
+  std::optional<std::size_t> holds;
+
+  std::size_t add(std::string_view sql, std::vector<param> params) {
+    statements.push_back({sql, std::move(params)});
+    return statements.size() - 1;
+  }
 };
 
 void load_lots(batch_state& st, const pg::result& r, std::set<std::pair<std::string, std::int64_t>>& seen) {
-  for (int i = 0; i < r.rows(); ++i) {
-    lot_row l;
-    l.tenant = r.text(i, 0);
-    l.account_id = r.text(i, 1);
-    l.lot_id = r.int64(i, 2);
-    auto key = batch_state::account_key(l.tenant, l.account_id);
+  for (auto row : pg::rows_of<lot_column>(r)) {
+    auto key = batch_state::account_key(row.text(lot_column::tenant), row.text(lot_column::account_id));
     // A lot both open and named by an operation comes twice.
-    if (!seen.emplace(key, l.lot_id).second) continue;
-    l.granted = r.int64(i, 3);
-    l.remaining = r.int64(i, 4);
-    l.held = r.int64(i, 5);
-    l.expired = r.int64(i, 6);
-    l.expires_at = r.opt_int64(i, 7);
-    l.rule_version = r.text(i, 8);
-    l.origin = lot_origin_from(r.text(i, 9)).value_or(lot_origin::grant);
-    l.grace_ms = r.opt_int64(i, 10);
-    l.source_type = r.text(i, 11);
-    l.source_id = r.text(i, 12);
-    l.state = lot_state_from(r.text(i, 13)).value_or(lot_state::expired);
-    st.lots[key].push_back(std::move(l));
+    if (!seen.emplace(key, row.int64(lot_column::lot_id)).second) continue;
+    st.lots[key].push_back(lot_from(row));
   }
 }
 
-void load_state(batch_state& st, const std::vector<pg::result>& r, const read_layout& layout) {
-  const auto& acc = r[3];
-  for (int i = 0; i < acc.rows(); ++i) {
-    account_row a{std::string(acc.text(i, 0)),
-                  std::string(acc.text(i, 1)),
-                  acc.int64(i, 2),
-                  acc.int64(i, 3),
-                  account_status_from(acc.text(i, 4)).value_or(account_status::frozen),
-                  acc.int64(i, 5),
-                  false,
-                  false,
-                  acc.int64(i, 6)};
+void load_state(batch_state& st, const std::vector<pg::result>& r, const read_plan& plan) {
+  for (auto row : pg::rows_of<account_column>(r[plan.accounts])) {
+    auto a = account_from(row);
     st.accounts.emplace(batch_state::account_key(a.tenant, a.account_id), std::move(a));
   }
-  const auto& ops = r[4];
-  for (int i = 0; i < ops.rows(); ++i) {
-    operation_row o;
-    o.key = {std::string(ops.text(i, 0)), std::string(ops.text(i, 1)), std::string(ops.text(i, 2)),
-             std::string(ops.text(i, 3))};
-    o.request_hash = ops.text(i, 4);
-    o.state = op_state_from(ops.text(i, 5)).value_or(op_state::rejected);
-    o.amount = ops.int64(i, 6);
-    if (!ops.is_null(i, 7)) o.reason = ops.text(i, 7);
-    o.balance_after = ops.int64(i, 8);
-    o.held_after = ops.int64(i, 9);
-    o.version_after = ops.int64(i, 10);
-    o.ledger_seq = ops.opt_int64(i, 11);
-    o.refunded = ops.int64(i, 12);
-    if (!ops.is_null(i, 13)) o.lots = lots_from_json(ops.text(i, 13));
+  for (auto row : pg::rows_of<operation_column>(r[plan.operations])) {
+    auto o = operation_from(row);
     auto flat = o.key.flat();
     st.operations.emplace(std::move(flat), std::move(o));
   }
-  const auto& seqs = r[5];
-  for (int i = 0; i < seqs.rows(); ++i) st.free_seqs.push_back(seqs.int64(i, 0));
+  for (auto row : pg::rows_of<value_column>(r[plan.seqs])) st.free_seqs.push_back(row.int64(value_column::value));
   std::sort(st.free_seqs.begin(), st.free_seqs.end());
   std::set<std::pair<std::string, std::int64_t>> seen;
-  load_lots(st, r[6], seen);
-  if (layout.named_lots >= 0) load_lots(st, r[static_cast<std::size_t>(layout.named_lots)], seen);
-  if (layout.holds < 0) return;
-  const auto& holds = r[static_cast<std::size_t>(layout.holds)];
-  for (int i = 0; i < holds.rows(); ++i) {
-    hold_row h{std::string(holds.text(i, 0)),
-               std::string(holds.text(i, 1)),
-               std::string(holds.text(i, 2)),
-               holds.int64(i, 3),
-               holds.int64(i, 4),
-               hold_state_from(holds.text(i, 5)).value_or(hold_state::held),
-               false,
-               false};
+  load_lots(st, r[plan.open_lots], seen);
+  if (plan.named_lots) load_lots(st, r[*plan.named_lots], seen);
+  if (!plan.holds) return;
+  for (auto row : pg::rows_of<hold_column>(r[*plan.holds])) {
+    auto h = hold_from(row);
     st.holds.emplace(batch_state::hold_key(h.tenant, h.account_id, h.hold_id), std::move(h));
   }
 }
@@ -232,202 +354,92 @@ std::size_t seqs_needed(std::span<const command> commands) {
 }
 
 // The statements that lock and read everything the batch may touch.
-std::vector<pg::statement> read_statements(std::span<const command> commands, read_layout& layout) {
-  using key4 = std::tuple<std::string, std::string, std::string, std::string>;
-  std::set<std::pair<std::string, std::string>> accounts;
-  std::set<key4> ops;
-  std::set<key4> naming;  // operations whose lots the batch needs whatever their state
-  std::set<std::tuple<std::string, std::string, std::string>> holds;
+read_plan read_statements(std::span<const command> commands) {
+  std::set<account_ref> accounts;
+  std::set<op_key> ops;
+  std::set<op_key> naming;  // operations whose lots the batch needs whatever their state
+  std::set<hold_ref> holds;
   for (const auto& c : commands) {
-    accounts.emplace(c.tenant, c.account_id);
-    auto k = c.key();
-    ops.emplace(k.tenant, k.account_id, k.biz_type, k.biz_id);
+    accounts.insert({c.tenant, c.account_id});
+    ops.insert(c.key());
     if (c.kind == command_kind::refund) {
-      auto t = c.target_key();
-      ops.emplace(t.tenant, t.account_id, t.biz_type, t.biz_id);
-      naming.emplace(t.tenant, t.account_id, t.biz_type, t.biz_id);
+      ops.insert(c.target_key());
+      naming.insert(c.target_key());
     }
     if (c.kind == command_kind::hold || c.kind == command_kind::capture || c.kind == command_kind::release)
-      holds.emplace(c.tenant, c.account_id, c.biz_id);
+      holds.insert({c.tenant, c.account_id, c.biz_id});
     if (c.kind == command_kind::capture || c.kind == command_kind::release) {
       // The hold's record names its lots.
-      ops.emplace(c.tenant, c.account_id, "hold", c.biz_id);
-      naming.emplace(c.tenant, c.account_id, "hold", c.biz_id);
+      op_key hold_record{c.tenant, c.account_id, "hold", c.biz_id};
+      ops.insert(hold_record);
+      naming.insert(std::move(hold_record));
     }
   }
-  auto columns_of = [](const std::set<key4>& keys) {
-    std::vector<std::string> t, a, bt, bi;
-    for (const auto& [kt, ka, kbt, kbi] : keys) t.push_back(kt), a.push_back(ka), bt.push_back(kbt), bi.push_back(kbi);
-    return params_of({array_literal(t), array_literal(a), array_literal(bt), array_literal(bi)});
-  };
-  std::vector<std::string> a_t, a_a, h_t, h_a, h_h;
-  for (const auto& [t, a] : accounts) a_t.push_back(t), a_a.push_back(a);
-  for (const auto& [t, a, h] : holds) h_t.push_back(t), h_a.push_back(a), h_h.push_back(h);
-  std::vector<pg::statement> st;
-  st.push_back({sql_begin, {}});
-  st.push_back({sql_fence_shared, {}});
-  st.push_back({sql_read_epoch, {}});
-  st.push_back({sql_lock_accounts, params_of({array_literal(a_t), array_literal(a_a)})});
-  st.push_back({sql_lock_operations, columns_of(ops)});
-  st.push_back({sql_reserve_seqs, {std::to_string(seqs_needed(commands))}});
-  st.push_back({sql_lock_open_lots, params_of({array_literal(a_t), array_literal(a_a)})});
-  // Only when needed: a statement costs even when it finds nothing.
-  if (!naming.empty()) {
-    layout.named_lots = static_cast<int>(st.size());
-    st.push_back({sql_lock_named_lots, columns_of(naming)});
-  }
-  if (!holds.empty()) {
-    layout.holds = static_cast<int>(st.size());
-    st.push_back({sql_lock_holds, params_of({array_literal(h_t), array_literal(h_a), array_literal(h_h)})});
-  }
-  return st;
+  const auto account_arrays = pg::arrays_of(accounts, account_ref_columns);
+  read_plan plan;
+  plan.add(sql_begin, {});
+  plan.add(sql_fence_shared, {});
+  plan.epoch = plan.add(sql_read_epoch, {});
+  plan.accounts = plan.add(sql_lock_accounts, account_arrays);
+  plan.operations = plan.add(sql_lock_operations, pg::arrays_of(ops, op_key_columns));
+  plan.seqs = plan.add(sql_reserve_seqs, {std::to_string(seqs_needed(commands))});
+  plan.open_lots = plan.add(sql_lock_open_lots, account_arrays);
+  if (!naming.empty()) plan.named_lots = plan.add(sql_lock_named_lots, pg::arrays_of(naming, op_key_columns));
+  if (!holds.empty()) plan.holds = plan.add(sql_lock_holds, pg::arrays_of(holds, hold_ref_columns));
+  return plan;
+}
+
+// The rows a batch writes, by statement: the new ones are inserted, the
+// changed ones updated.
+struct batch_writes {
+  std::vector<const account_row*> new_accounts, changed_accounts;
+  std::vector<const operation_row*> new_operations, refunded_operations;
+  std::vector<const hold_row*> new_holds, changed_holds;
+  std::vector<const lot_row*> new_lots, changed_lots;
+};
+
+template <class Row>
+void add_if_dirty(const Row& row, std::vector<const Row*>& inserted, std::vector<const Row*>& updated) {
+  if (row.dirty) (row.is_new ? inserted : updated).push_back(&row);
+}
+
+batch_writes writes_of(const batch_state& st) {
+  batch_writes w;
+  for (const auto& [_, a] : st.accounts) add_if_dirty(a, w.new_accounts, w.changed_accounts);
+  // An operation written before changes only by being refunded.
+  for (const auto& [_, o] : st.operations) add_if_dirty(o, w.new_operations, w.refunded_operations);
+  for (const auto& [_, h] : st.holds) add_if_dirty(h, w.new_holds, w.changed_holds);
+  for (const auto& [_, account_lots] : st.lots)
+    for (const auto& l : account_lots) add_if_dirty(l, w.new_lots, w.changed_lots);
+  return w;
+}
+
+void insert(std::vector<pg::statement>& out, std::string_view sql, const auto& rows, const auto& columns) {
+  if (!rows.empty()) out.push_back({sql, pg::arrays_of(rows, columns)});
 }
 
 // An update of rows the batch locked, with the number it must change as
 // its last parameter (expect_rows).
-pg::statement update_of(std::string_view sql, std::vector<param> params, std::size_t rows) {
-  params.emplace_back(std::to_string(rows));
-  return {sql, std::move(params)};
+void update(std::vector<pg::statement>& out, std::string_view sql, const auto& rows, const auto& columns) {
+  if (rows.empty()) return;
+  auto params = pg::arrays_of(rows, columns);
+  params.emplace_back(std::to_string(rows.size()));
+  out.push_back({sql, std::move(params)});
 }
 
 std::vector<pg::statement> write_statements(const batch_state& st) {
+  const auto w = writes_of(st);
   std::vector<pg::statement> out;
-  {
-    std::vector<std::string> t, a, s;
-    std::vector<std::int64_t> b, h, v, l;
-    std::vector<std::string> nt, na, ns;
-    std::vector<std::int64_t> nb, nh, nv, nl;
-    for (const auto& [_, acc] : st.accounts) {
-      if (!acc.dirty) continue;
-      auto [ct, ca, cs, cb, ch, cv, cl] =
-          acc.is_new ? std::tie(nt, na, ns, nb, nh, nv, nl) : std::tie(t, a, s, b, h, v, l);
-      ct.push_back(acc.tenant);
-      ca.push_back(acc.account_id);
-      cs.emplace_back(to_string(acc.status));
-      cb.push_back(acc.balance);
-      ch.push_back(acc.held);
-      cv.push_back(acc.version);
-      cl.push_back(acc.lot_count);
-    }
-    if (!nt.empty())
-      out.push_back(
-          {sql_insert_accounts, params_of({array_literal(nt), array_literal(na), array_literal(nb), array_literal(nh),
-                                           array_literal(ns), array_literal(nv), array_literal(nl)})});
-    if (!t.empty())
-      out.push_back(update_of(sql_update_accounts,
-                              params_of({array_literal(t), array_literal(a), array_literal(b), array_literal(h),
-                                         array_literal(s), array_literal(v), array_literal(l)}),
-                              t.size()));
-  }
-  {
-    std::vector<std::string> t, a, bt, bi, rh, state;
-    std::vector<param> reason, seq, lots;
-    std::vector<std::int64_t> amount, bal, held, ver, refunded;
-    std::vector<std::string> ut, ua, ubt, ubi;
-    std::vector<std::int64_t> uref;
-    for (const auto& [_, op] : st.operations) {
-      if (!op.dirty) continue;
-      if (!op.is_new) {
-        ut.push_back(op.key.tenant), ua.push_back(op.key.account_id), ubt.push_back(op.key.biz_type),
-            ubi.push_back(op.key.biz_id), uref.push_back(op.refunded);
-        continue;
-      }
-      t.push_back(op.key.tenant), a.push_back(op.key.account_id), bt.push_back(op.key.biz_type),
-          bi.push_back(op.key.biz_id), rh.push_back(op.request_hash), state.emplace_back(to_string(op.state));
-      amount.push_back(op.amount), reason.push_back(opt_text(op.reason)), bal.push_back(op.balance_after),
-          held.push_back(op.held_after), ver.push_back(op.version_after), seq.push_back(opt_int(op.ledger_seq)),
-          refunded.push_back(op.refunded), lots.push_back(op.lots.empty() ? param{} : param{lots_json(op.lots)});
-    }
-    if (!t.empty())
-      out.push_back({sql_insert_operations,
-                     params_of({array_literal(t), array_literal(a), array_literal(bt), array_literal(bi),
-                                array_literal(rh), array_literal(state), array_literal(amount), array_literal(reason),
-                                array_literal(bal), array_literal(held), array_literal(ver), array_literal(seq),
-                                array_literal(refunded), array_literal(lots)})});
-    if (!ut.empty())
-      out.push_back(update_of(sql_update_refunded,
-                              params_of({array_literal(ut), array_literal(ua), array_literal(ubt), array_literal(ubi),
-                                         array_literal(uref)}),
-                              ut.size()));
-  }
-  {
-    std::vector<std::string> t, a, id, state, ut, ua, uid, ustate;
-    std::vector<std::int64_t> amount, captured, ucaptured;
-    for (const auto& [_, h] : st.holds) {
-      if (!h.dirty) continue;
-      if (h.is_new) {
-        t.push_back(h.tenant), a.push_back(h.account_id), id.push_back(h.hold_id), amount.push_back(h.amount),
-            captured.push_back(h.captured), state.emplace_back(to_string(h.state));
-      } else {
-        ut.push_back(h.tenant), ua.push_back(h.account_id), uid.push_back(h.hold_id), ucaptured.push_back(h.captured),
-            ustate.emplace_back(to_string(h.state));
-      }
-    }
-    if (!t.empty())
-      out.push_back(
-          {sql_insert_holds, params_of({array_literal(t), array_literal(a), array_literal(id), array_literal(amount),
-                                        array_literal(captured), array_literal(state)})});
-    if (!ut.empty())
-      out.push_back(update_of(sql_update_holds,
-                              params_of({array_literal(ut), array_literal(ua), array_literal(uid),
-                                         array_literal(ucaptured), array_literal(ustate)}),
-                              ut.size()));
-  }
-  {
-    std::vector<std::string> t, a, rv, origin, st_type, st_id, state, ut, ua, ustate;
-    std::vector<std::int64_t> id, granted, remaining, held, expired, uid, uremaining, uheld, uexpired;
-    std::vector<param> expires, grace;
-    for (const auto& [_, account_lots] : st.lots) {
-      for (const auto& l : account_lots) {
-        if (!l.dirty) continue;
-        if (l.is_new) {
-          t.push_back(l.tenant), a.push_back(l.account_id), id.push_back(l.lot_id), granted.push_back(l.granted),
-              remaining.push_back(l.remaining), held.push_back(l.held), expired.push_back(l.expired),
-              expires.push_back(opt_int(l.expires_at)), rv.push_back(l.rule_version),
-              origin.emplace_back(to_string(l.origin)), grace.push_back(opt_int(l.grace_ms)),
-              st_type.push_back(l.source_type), st_id.push_back(l.source_id), state.emplace_back(to_string(l.state));
-        } else {
-          ut.push_back(l.tenant), ua.push_back(l.account_id), uid.push_back(l.lot_id),
-              uremaining.push_back(l.remaining), uheld.push_back(l.held), uexpired.push_back(l.expired),
-              ustate.emplace_back(to_string(l.state));
-        }
-      }
-    }
-    if (!t.empty())
-      out.push_back({sql_insert_lots,
-                     params_of({array_literal(t), array_literal(a), array_literal(id), array_literal(granted),
-                                array_literal(remaining), array_literal(held), array_literal(expired),
-                                array_literal(expires), array_literal(rv), array_literal(origin), array_literal(grace),
-                                array_literal(st_type), array_literal(st_id), array_literal(state)})});
-    if (!ut.empty())
-      out.push_back(
-          update_of(sql_update_lots,
-                    params_of({array_literal(ut), array_literal(ua), array_literal(uid), array_literal(uremaining),
-                               array_literal(uheld), array_literal(uexpired), array_literal(ustate)}),
-                    ut.size()));
-  }
-  if (!st.ledger.empty()) {
-    std::vector<std::int64_t> seq, delta, bal;
-    std::vector<std::string> t, a, bt, bi;
-    std::vector<param> rev;
-    for (const auto& e : st.ledger) {
-      seq.push_back(e.seq), t.push_back(e.key.tenant), a.push_back(e.key.account_id), bt.push_back(e.key.biz_type),
-          bi.push_back(e.key.biz_id), delta.push_back(e.delta), bal.push_back(e.balance_after),
-          rev.push_back(opt_int(e.reverses));
-    }
-    out.push_back({sql_insert_ledger,
-                   params_of({array_literal(seq), array_literal(t), array_literal(a), array_literal(bt),
-                              array_literal(bi), array_literal(delta), array_literal(bal), array_literal(rev)})});
-  }
-  if (!st.events.empty()) {
-    std::vector<std::string> t, a, type, payload;
-    std::vector<std::int64_t> v;
-    for (const auto& e : st.events)
-      t.push_back(e.tenant), a.push_back(e.account_id), v.push_back(e.version), type.push_back(e.event_type),
-          payload.push_back(e.payload);
-    out.push_back({sql_insert_events, params_of({array_literal(t), array_literal(a), array_literal(v),
-                                                 array_literal(type), array_literal(payload)})});
-  }
+  insert(out, sql_insert_accounts, w.new_accounts, account_columns);
+  update(out, sql_update_accounts, w.changed_accounts, account_columns);
+  insert(out, sql_insert_operations, w.new_operations, new_operation_columns);
+  update(out, sql_update_refunded, w.refunded_operations, refunded_columns);
+  insert(out, sql_insert_holds, w.new_holds, new_hold_columns);
+  update(out, sql_update_holds, w.changed_holds, changed_hold_columns);
+  insert(out, sql_insert_lots, w.new_lots, new_lot_columns);
+  update(out, sql_update_lots, w.changed_lots, changed_lot_columns);
+  insert(out, sql_insert_ledger, st.ledger, ledger_columns);
+  insert(out, sql_insert_events, st.events, event_columns);
   return out;
 }
 
@@ -444,14 +456,14 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
                                                std::span<const command> commands, std::chrono::milliseconds timeout) {
   batch_outcome out;
   std::vector<pg::result> results;
-  read_layout layout;
-  auto reads = read_statements(commands, layout);
-  out.error = co_await conn.async_pipeline(reads, results, timeout);
+  const auto reads = read_statements(commands);
+  out.error = co_await conn.async_pipeline(reads.statements, results, timeout);
   if (out.error) {
     co_await pg::async_rollback(conn, timeout);
     co_return out;
   }
-  if (results[2].rows() != 1 || results[2].int64(0, 0) != ctx.writer_epoch) {
+  const auto& epoch = results[reads.epoch];
+  if (epoch.rows() != 1 || pg::row<value_column>(epoch, 0).int64(value_column::value) != ctx.writer_epoch) {
     co_await pg::async_rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
     co_return out;
@@ -459,7 +471,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
   batch_state st;
   st.now_ms = ctx.now_ms;
   st.refund_grace_ms = ctx.refund_grace_ms;
-  load_state(st, results, layout);
+  load_state(st, results, reads);
   out.replies.reserve(commands.size());
   for (const auto& c : commands) out.replies.push_back(st.decide(c));
 

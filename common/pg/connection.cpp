@@ -56,9 +56,9 @@ void append_quoted(std::string& out, std::string_view item) {
   }
   out += '"';
 }
-}  // namespace
 
-std::string array_literal(std::span<const std::string> items) {
+template <class Text>
+std::string text_array(std::span<const Text> items) {
   std::string out = "{";
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i) out += ',';
@@ -66,6 +66,10 @@ std::string array_literal(std::span<const std::string> items) {
   }
   return out += '}';
 }
+}  // namespace
+
+std::string array_literal(std::span<const std::string> items) { return text_array(items); }
+std::string array_literal(std::span<const std::string_view> items) { return text_array(items); }
 
 std::string array_literal(std::span<const std::int64_t> items) {
   std::string out = "{";

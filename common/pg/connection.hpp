@@ -52,6 +52,7 @@ struct statement {
 
 // A text-format array literal ({"a","b"}) for an array parameter.
 std::string array_literal(std::span<const std::string> items);
+std::string array_literal(std::span<const std::string_view> items);
 std::string array_literal(std::span<const std::int64_t> items);
 std::string array_literal(std::span<const param> items);
 

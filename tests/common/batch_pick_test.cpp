@@ -1,8 +1,8 @@
-#include "account_shard/service/batch_pick.hpp"
+#include "common/batching/batch_pick.hpp"
 
 #include <gtest/gtest.h>
 
-namespace tally::shard {
+namespace tally::batching {
 namespace {
 
 using keys = std::vector<std::string>;
@@ -59,4 +59,4 @@ TEST(BatchPick, EmptyQueue) {
 }
 
 }  // namespace
-}  // namespace tally::shard
+}  // namespace tally::batching

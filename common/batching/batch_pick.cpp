@@ -1,13 +1,13 @@
-#include "account_shard/service/batch_pick.hpp"
+#include "common/batching/batch_pick.hpp"
 
-namespace tally::shard {
+namespace tally::batching {
 
-batch_pick pick_batch(const std::vector<std::string>& account_keys, const std::unordered_set<std::string>& in_flight,
+batch_pick pick_batch(const std::vector<std::string>& keys, const std::unordered_set<std::string>& in_flight,
                       std::size_t max_batch) {
   batch_pick out;
   std::unordered_set<std::string> mine;
-  for (std::size_t i = 0; i < account_keys.size(); ++i) {
-    const auto& key = account_keys[i];
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto& key = keys[i];
     bool ours = mine.contains(key);
     if (!ours && in_flight.contains(key)) continue;
     if (out.taken.size() == max_batch) {
@@ -24,4 +24,4 @@ batch_pick pick_batch(const std::vector<std::string>& account_keys, const std::u
   return out;
 }
 
-}  // namespace tally::shard
+}  // namespace tally::batching
