@@ -60,6 +60,7 @@ settings read_settings(const config::config& cfg) {
   s.runner.lease = milliseconds(cfg.get_int("lease_ms", 5000));
   s.runner.claim_interval = milliseconds(cfg.get_int("claim_interval_ms", 100));
   s.runner.keep_horizon = milliseconds(cfg.get_int("keep_horizon_ms", 10000));
+  s.runner.action_recheck = milliseconds(cfg.get_int("action_recheck_ms", 1000));
   s.runner.save_connections = static_cast<std::size_t>(cfg.get_int("database.save_connections", 2));
   s.runner.save_batch = static_cast<std::size_t>(cfg.get_int("database.save_batch", 256));
   if (s.runner.save_connections + 2 > s.pool)

@@ -114,6 +114,10 @@ void connection::close() {
   deadline_.cancel();
 }
 
+void connection::interrupt() {
+  if (socket_) socket_->cancel();
+}
+
 error connection::fail(errc code, std::string message) {
   close();
   return error{make_error_code(code), "", std::move(message)};
@@ -295,11 +299,23 @@ awaitable<error> connection::async_exec(std::string_view sql, std::vector<param>
   co_return err;
 }
 
-}  // namespace tally::pg
-
-namespace tally::pg {
-boost::asio::awaitable<error> connection::async_exec(std::string_view sql, result& out,
-                                                     std::chrono::milliseconds timeout) {
+awaitable<error> connection::async_exec(std::string_view sql, result& out, std::chrono::milliseconds timeout) {
   co_return co_await async_exec(sql, std::vector<param>{}, out, timeout);
 }
+
+awaitable<error> connection::async_notifications(std::vector<notification>& out) {
+  out.clear();
+  if (!is_open()) co_return fail(errc::connection_lost, "not connected");
+  for (;;) {
+    if (PQconsumeInput(conn_) == 0) co_return fail(errc::connection_lost, PQerrorMessage(conn_));
+    while (PGnotify* n = PQnotifies(conn_)) {
+      out.push_back({n->relname, n->extra});
+      PQfreemem(n);
+    }
+    if (!out.empty()) co_return error{};
+    if (auto ec = co_await async_wait(wait_for::read))
+      co_return fail(static_cast<errc>(ec.value()), "notifications: " + ec.message());
+  }
+}
+
 }  // namespace tally::pg

@@ -1,8 +1,9 @@
 #pragma once
 // One asynchronous PostgreSQL connection over libpq: non-blocking connect,
 // pipeline mode (many statements, one sync, one round trip), statements
-// prepared automatically on first use. libpq owns the socket: Asio only waits
-// on it and never closes it.
+// prepared automatically on first use, and the notifications of the channels
+// it LISTENs on. libpq owns the socket: Asio only waits on it and never closes
+// it.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,12 @@ std::string array_literal(std::span<const std::string_view> items);
 std::string array_literal(std::span<const std::int64_t> items);
 std::string array_literal(std::span<const param> items);
 
+// A NOTIFY on a channel this connection listens on.
+struct notification {
+  std::string channel;
+  std::string payload;
+};
+
 class connection {
  public:
   explicit connection(boost::asio::any_io_executor ex);
@@ -77,8 +84,16 @@ class connection {
                                            std::chrono::milliseconds timeout);
   boost::asio::awaitable<error> async_exec(std::string_view sql, result& out, std::chrono::milliseconds timeout);
 
+  // Waits until notifications arrive (after a LISTEN through async_exec)
+  // and returns them in the order they were sent. An error closes the
+  // connection: what was notified meanwhile is lost.
+  boost::asio::awaitable<error> async_notifications(std::vector<notification>& out);
+
   bool is_open() const;
   void close();
+  // Makes the operation waiting on the socket fail as if the connection
+  // were lost (it closes).
+  void interrupt();
 
  private:
   enum class wait_for { read, write, either };

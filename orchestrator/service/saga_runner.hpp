@@ -12,25 +12,28 @@
 // - A saga whose next wake is far off (a held deduction waiting for its
 //   app) is let go: any instance claims it when it is due, or when an app
 //   or operator acts on it.
+//
+// The parts: saga_driver (the sagas held here), claimer, lease_keeper,
+// remote_actions (actions on sagas held elsewhere), all started in task
+// groups this façade stops and joins at shutdown.
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 
-#include "common/batching/coalescer.hpp"
 #include "common/metrics/metrics.hpp"
-#include "orchestrator/engine/engine.hpp"
+#include "common/pg/listener.hpp"
 #include "common/sharding/routing.hpp"
 #include "orchestrator/saga/request.hpp"
+#include "orchestrator/service/claimer.hpp"
+#include "orchestrator/service/remote_actions.hpp"
+#include "orchestrator/service/saga_driver.hpp"
+#include "orchestrator/service/task_group.hpp"
 #include "orchestrator/store/saga_store.hpp"
 #include "orchestrator/transport/shard_client.hpp"
 
@@ -46,6 +49,8 @@ struct runner_options {
   std::size_t save_connections = 2;
   // How long an action on a saga held by another instance may take.
   std::chrono::milliseconds action_timeout{5000};
+  // How often such an action's result is read without a notification.
+  std::chrono::milliseconds action_recheck{1000};
 };
 
 class saga_runner {
@@ -53,16 +58,18 @@ class saga_runner {
   saga_runner(boost::asio::any_io_executor ex, saga_store& store, const sharding::routing_table& routes,
               std::vector<std::unique_ptr<shard_client>>& shards, metrics::registry& metrics,
               runner_options options = {});
+  // async_stop() must have returned before the runner goes.
   ~saga_runner();
   saga_runner(const saga_runner&) = delete;
   saga_runner& operator=(const saga_runner&) = delete;
 
   // The first heartbeat: this instance's leases are valid from then on.
   boost::asio::awaitable<pg::error> async_open();
-  // Starts claiming (with the actions that come with claims) and renewing.
+  // Starts claiming (with the actions that come with claims), renewing and
+  // listening for the store's notifications.
   void start();
   // Stops taking new work, lets the running batches finish (up to `grace`),
-  // then gives up every lease.
+  // then gives up every lease and waits for what it started to end.
   boost::asio::awaitable<void> async_stop(std::chrono::milliseconds grace);
 
   enum class outcome { created, replayed, conflict, done, already, invalid_state, not_found, unavailable, invalid };
@@ -84,71 +91,23 @@ class saga_runner {
                                            bool or_awaiting = false);
 
  private:
-  struct live_saga;
-  struct event;
-  struct prepared_call;
-  struct sent_call {
-    std::size_t shard = 0;
-    std::string command;
-    instant sent{};
-  };
-  struct save_request {
-    saga_write write;
-    std::shared_ptr<const saga> keep;  // the saga `write.s` points to
-  };
-  using save_reply = std::pair<pg::error, std::int64_t>;
-
-  instant now() const;
-  const engine& engine_of(const saga& s) const;
-  boost::asio::awaitable<save_reply> save(saga_write w, std::shared_ptr<const saga> keep);
-  boost::asio::awaitable<void> flush_saves(std::size_t worker, std::vector<save_request>& writes,
-                                           std::vector<save_reply>& replies);
+  result judge_finished(stored_saga st, saga_action action) const;
   boost::asio::awaitable<result> resolve_refund(saga_request& r);
-  std::shared_ptr<live_saga> adopt(stored_saga st);
-  void post(const std::shared_ptr<live_saga>& l, event e);
-  boost::asio::awaitable<void> drive(std::shared_ptr<live_saga> l);
-  std::vector<prepared_call> prepare(live_saga& l, const saga& s, const decision& d, instant t,
-                                     std::vector<step_attempt>& attempts) const;
-  void dispatch(const std::shared_ptr<live_saga>& l, std::vector<prepared_call> calls);
-  void schedule_wake(const std::shared_ptr<live_saga>& l);
-  void forget(const std::shared_ptr<live_saga>& l);
-  void hand_over(const std::shared_ptr<live_saga>& l);
-  void settle_action(std::int64_t id, std::optional<std::string> outcome_text);
-  boost::asio::awaitable<void> release(std::string saga_id);
-  boost::asio::awaitable<void> claim_loop();
-  boost::asio::awaitable<void> renew_loop();
-  void deliver(std::vector<pending_action> actions);
   boost::asio::awaitable<result> act_elsewhere(stored_saga st, saga_action action);
 
   boost::asio::any_io_executor ex_;
   saga_store& store_;
-  const sharding::routing_table& routes_;
-  std::vector<std::unique_ptr<shard_client>>& shards_;
   runner_options options_;
-  std::vector<engine> engines_;  // one per workflow, in workflows() order
-  mutable std::mt19937_64 jitter_;
-  std::unordered_map<std::string, std::shared_ptr<live_saga>> live_;
-  boost::asio::steady_timer claim_now_;
+  task_group work_;      // drivers, calls, the store's bookkeeping, the listener
+  task_group claiming_;  // the claimer and the lease keeper: stopped first
+  saga_driver driver_;
+  claimer claimer_;
+  remote_actions remote_;
+  pg::listener listener_;
   bool stopping_ = false;
-  std::size_t loops_ = 0;  // claim and renew loops still running
-  std::size_t driving_ = 0;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  // A saga reached its end state: counted, and its duration by type.
-  void note_finished(const saga& s, saga_type type, instant now);
 
   metrics::counter& started_;
   metrics::counter& replayed_;
-  metrics::counter& finished_;
-  metrics::counter& claimed_;
-  metrics::counter& lost_;
-  metrics::counter& calls_;
-  metrics::histogram& save_batch_;
-  metrics::gauge& live_gauge_;
-  std::vector<metrics::histogram*> saga_seconds_;  // by saga_type: creation to its end state
-  std::vector<metrics::histogram*> call_seconds_;  // by shard: a call sent to its answer
-
-  // Last: destroyed first.
-  batching::coalescer<save_request, save_reply> saves_;
 };
 
 }  // namespace tally::orch

@@ -114,17 +114,20 @@ constexpr std::string_view sql_request_action =
     "WITH a AS (INSERT INTO saga_action (saga_id, action) VALUES ($1, $2) RETURNING id),"
     " due AS (UPDATE saga SET wake_at = LEAST(wake_at, to_timestamp($3::bigint / 1000.0))"
     "  WHERE saga_id = $1 AND state NOT IN ('completed', 'failed', 'compensated'))"
-    " SELECT id FROM a";
+    " SELECT id, pg_notify($4, $1) FROM a";
 constexpr std::string_view sql_take_actions =
     "UPDATE saga_action a SET status = 'taken' FROM saga s"
     " WHERE a.status = 'pending' AND a.saga_id = s.saga_id AND s.lease_owner = $1"
     " RETURNING a.id, a.saga_id, a.action";
 constexpr std::string_view sql_return_action =
-    "WITH a AS (UPDATE saga_action SET status = 'pending' WHERE id = $1 RETURNING saga_id)"
-    " UPDATE saga s SET wake_at = LEAST(s.wake_at, to_timestamp($2::bigint / 1000.0)) FROM a"
-    " WHERE s.saga_id = a.saga_id AND s.state NOT IN ('completed', 'failed', 'compensated')";
+    "WITH a AS (UPDATE saga_action SET status = 'pending' WHERE id = $1 RETURNING saga_id),"
+    " due AS (UPDATE saga s SET wake_at = LEAST(s.wake_at, to_timestamp($2::bigint / 1000.0)) FROM a"
+    "  WHERE s.saga_id = a.saga_id AND s.state NOT IN ('completed', 'failed', 'compensated'))"
+    " SELECT pg_notify($3, saga_id) FROM a";
 constexpr std::string_view sql_finish_action =
-    "UPDATE saga_action SET status = 'finished', result = $2, finished_at = now() WHERE id = $1";
+    "WITH f AS (UPDATE saga_action SET status = 'finished', result = $2, finished_at = now() WHERE id = $1"
+    "  RETURNING id)"
+    " SELECT pg_notify($3, id::text) FROM f";
 constexpr std::string_view sql_action_result = "SELECT result FROM saga_action WHERE id = $1 AND status = 'finished'";
 // Heartbeats of instances gone for a day are forgotten on the way.
 constexpr std::string_view sql_renew =
@@ -464,7 +467,8 @@ asio::awaitable<pg::error> saga_store::async_release_all() {
 asio::awaitable<pg::error> saga_store::async_request_action(std::string saga_id, saga_action action, instant now,
                                                             std::int64_t& id) {
   pg::result r;
-  std::vector<param> params{std::move(saga_id), std::string(to_string(action)), ms_param(now)};
+  std::vector<param> params{std::move(saga_id), std::string(to_string(action)), ms_param(now),
+                            std::string(action_requested_channel)};
   auto err = co_await query(sql_request_action, std::move(params), r);
   if (!err) id = r.int64(0, 0);
   co_return err;
@@ -472,21 +476,22 @@ asio::awaitable<pg::error> saga_store::async_request_action(std::string saga_id,
 
 asio::awaitable<pg::error> saga_store::async_return_action(std::int64_t id, instant now) {
   pg::result r;
-  std::vector<param> params{std::to_string(id), ms_param(now)};
+  std::vector<param> params{std::to_string(id), ms_param(now), std::string(action_requested_channel)};
   co_return co_await query(sql_return_action, std::move(params), r);
 }
 
-asio::awaitable<pg::error> saga_store::async_finish_action(std::int64_t id, std::string result) {
+asio::awaitable<pg::error> saga_store::async_finish_action(std::int64_t id, engine::request_result result) {
   pg::result r;
-  std::vector<param> params{std::to_string(id), std::move(result)};
+  std::vector<param> params{std::to_string(id), std::string(to_string(result)), std::string(action_settled_channel)};
   co_return co_await query(sql_finish_action, std::move(params), r);
 }
 
-asio::awaitable<pg::error> saga_store::async_action_result(std::int64_t id, std::string& result) {
+asio::awaitable<pg::error> saga_store::async_action_result(std::int64_t id,
+                                                           std::optional<engine::request_result>& result) {
   pg::result r;
   std::vector<param> params{std::to_string(id)};
   auto err = co_await query(sql_action_result, std::move(params), r);
-  if (!err && r.rows() == 1) result = r.text(0, 0);
+  result = !err && r.rows() == 1 ? request_result_from(r.text(0, 0)) : std::nullopt;
   co_return err;
 }
 
@@ -503,6 +508,21 @@ std::string_view to_string(saga_action a) {
 std::optional<saga_action> saga_action_from(std::string_view s) {
   for (auto a : {saga_action::confirm, saga_action::cancel, saga_action::abort, saga_action::retry})
     if (to_string(a) == s) return a;
+  return std::nullopt;
+}
+
+std::string_view to_string(engine::request_result r) {
+  switch (r) {
+    case engine::request_result::done: return "done";
+    case engine::request_result::already: return "already";
+    case engine::request_result::invalid_state: return "invalid_state";
+  }
+  return "invalid_state";
+}
+
+std::optional<engine::request_result> request_result_from(std::string_view s) {
+  for (auto r : {engine::request_result::done, engine::request_result::already, engine::request_result::invalid_state})
+    if (to_string(r) == s) return r;
   return std::nullopt;
 }
 

@@ -77,6 +77,15 @@ enum class saga_action { confirm, cancel, abort, retry };
 std::string_view to_string(saga_action a);
 std::optional<saga_action> saga_action_from(std::string_view s);
 
+// How an action ended, as the holder recorded it.
+std::string_view to_string(engine::request_result r);
+std::optional<engine::request_result> request_result_from(std::string_view s);
+
+// The channels the store NOTIFYs on, in the transaction of the change.
+// Recorded or put back: the saga id; settled: the action id.
+inline constexpr std::string_view action_requested_channel = "tally_action_requested";
+inline constexpr std::string_view action_settled_channel = "tally_action_settled";
+
 struct pending_action {
   std::int64_t id = 0;
   std::string saga_id;
@@ -89,6 +98,8 @@ class saga_store {
       : pool_(pool), owner_(std::move(owner)), lease_(lease), timeout_(timeout) {}
 
   const std::string& owner() const { return owner_; }
+  // For a connection of its own (LISTEN).
+  const std::string& conninfo() const { return pool_.options().conninfo; }
 
   enum class created { inserted, replayed, conflict };
   struct create_result {
@@ -153,16 +164,17 @@ class saga_store {
 
   // Records an action for whichever instance holds (or next claims) the
   // saga, and makes the saga due now (a save keeps it due while an action
-  // is pending). Returns the action's id.
+  // is pending); notifies action_requested_channel. Returns the action's id.
   boost::asio::awaitable<pg::error> async_request_action(std::string saga_id, saga_action action, instant now,
                                                          std::int64_t& id);
   // Puts back a taken action whose saga this instance no longer drives,
-  // and makes the saga due, so whoever holds or claims it takes it.
+  // and makes the saga due, so whoever holds or claims it takes it
+  // (notifies action_requested_channel).
   boost::asio::awaitable<pg::error> async_return_action(std::int64_t id, instant now);
-  // Records how a taken action ended ("done", "already", "invalid_state").
-  boost::asio::awaitable<pg::error> async_finish_action(std::int64_t id, std::string result);
-  // The action's result once finished, else empty.
-  boost::asio::awaitable<pg::error> async_action_result(std::int64_t id, std::string& result);
+  // Records how a taken action ended; notifies action_settled_channel.
+  boost::asio::awaitable<pg::error> async_finish_action(std::int64_t id, engine::request_result result);
+  // The action's result once finished, else none.
+  boost::asio::awaitable<pg::error> async_action_result(std::int64_t id, std::optional<engine::request_result>& result);
 
  private:
   // One statement on a pooled connection.

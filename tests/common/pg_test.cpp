@@ -1,8 +1,12 @@
 // The asynchronous PostgreSQL client against a real server.
 #include <gtest/gtest.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
+#include "common/pg/listener.hpp"
 #include "common/pg/pool.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/run_coroutine.hpp"
@@ -24,6 +28,19 @@ pool_options options(const std::string& conninfo, std::size_t size, std::chrono:
   o.max_size = size;
   o.acquire_timeout = acquire;
   return o;
+}
+
+// Whether `done` holds within `limit`, looking every few milliseconds.
+template <typename F>
+asio::awaitable<bool> eventually(asio::io_context& io, F done, std::chrono::milliseconds limit = 5s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  asio::steady_timer pause(io);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) co_return false;
+    pause.expires_after(5ms);
+    co_await pause.async_wait(asio::use_awaitable);
+  }
+  co_return true;
 }
 
 class PgTest : public ::testing::Test {
@@ -156,6 +173,39 @@ TEST_F(PgTest, PoolRunsTheSessionSqlOnEveryNewConnection) {
     auto err = co_await l->async_exec("SHOW application_name", r, 3s);
     EXPECT_FALSE(err) << err.message;
     EXPECT_EQ(r.text(0, 0), "tally_pool_test");
+  });
+}
+
+TEST_F(PgTest, ListenerHandsOverNotificationsAndListensAgainAfterALoss) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    std::vector<std::string> got;
+    int listening = 0;
+    listener_handlers handlers{[&](std::string_view channel, std::string_view payload) {
+                                 got.push_back(std::string(channel) + "=" + std::string(payload));
+                               },
+                               [&] { ++listening; }};
+    std::vector<std::string> channels{"tally_test_a", "tally test b"};
+    listener l(io.get_executor(), *db_, channels, handlers, 50ms);
+    bool ended = false;
+    auto listen = [&]() -> asio::awaitable<void> { co_await l.async_run(); };
+    asio::co_spawn(io, listen, [&](std::exception_ptr) { ended = true; });
+    EXPECT_TRUE(co_await eventually(io, [&] { return listening == 1; }));
+    test::exec_sql(*db_, "SELECT pg_notify('tally_test_a', 'one'), pg_notify('tally test b', 'two')");
+    test::exec_sql(*db_, "NOTIFY other_channel, 'not heard'");
+    EXPECT_TRUE(co_await eventually(io, [&] { return got.size() == 2; }));
+    EXPECT_EQ(got, (std::vector<std::string>{"tally_test_a=one", "tally test b=two"}));
+
+    // The server ends the listening session: the listener listens again and says so.
+    test::exec_sql(*db_,
+                   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                   " WHERE datname = current_database() AND query LIKE 'LISTEN%'");
+    EXPECT_TRUE(co_await eventually(io, [&] { return listening == 2; })) << listening;
+    test::exec_sql(*db_, "SELECT pg_notify('tally_test_a', 'three')");
+    EXPECT_TRUE(co_await eventually(io, [&] { return got.size() == 3; }));
+    EXPECT_EQ(got.back(), "tally_test_a=three");
+
+    l.stop();
+    EXPECT_TRUE(co_await eventually(io, [&] { return ended; }));
   });
 }
 

@@ -1,7 +1,8 @@
 // The orchestrator as a process, against two real shards: every saga type's
 // success path and failure paths through the internal API, idempotency,
 // bad input changing nothing, operator actions, and the faults of issue 3
-// that need a shard stopped or its reply lost.
+// that need a shard stopped or its reply lost. An action on a saga another
+// instance holds is answered on the holder's notification.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -457,6 +458,36 @@ TEST_F(OrchestratorApi, DestinationCreditedButItsReplyLostStillCompletes) {
   EXPECT_EQ(c_->balance(a1()), 130);
   EXPECT_EQ(c_->balance(a0()), 70);
   EXPECT_TRUE(c_->check_promises().empty()) << ::testing::PrintToString(c_->check_promises());
+}
+
+// Without a notification the result is read only every minute, so an answer
+// within seconds came on the holder's NOTIFY (the default action timeout,
+// 5 s, ends the wait otherwise).
+TEST(OrchestratorInstances, AnActionOnASagaHeldByAnotherInstanceIsAnsweredOnTheHoldersNotification) {
+  cluster c;
+  c.open("held-0", 100);
+  auto& holder = c.start_orchestrator({}, {"--instance=holder", "--action_recheck_ms=60000"});
+  auto& other = c.start_orchestrator({}, {"--instance=other", "--action_recheck_ms=60000"});
+  http_client to_holder(holder.port()), to_other(other.port());
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const auto biz_id = "held-" + std::to_string(i);
+    // Its hold timeout is within the keep horizon: the holder keeps its lease.
+    auto held = post_saga(to_holder, "deductions",
+                          {{"account_id", "held-0"}, {"amount", 10}, {"biz_id", biz_id}, {"hold_timeout_ms", 8000}});
+    ASSERT_EQ(held.json()["state"], "awaiting_confirmation") << held.body;
+    const auto id = held.json()["saga_id"].get<std::string>();
+    ASSERT_EQ(c.sagas("saga_id = '" + id + "' AND lease_owner LIKE 'holder:%'"), 1);
+    const auto sent = std::chrono::steady_clock::now();
+    auto confirmed = to_other.call("POST", "/v1/tenants/t1/deductions/" + id + "/confirm?wait_ms=5000", "{}");
+    const auto took = std::chrono::steady_clock::now() - sent;
+    ASSERT_EQ(confirmed.status, 200) << confirmed.body << "; " << other.log_path();
+    EXPECT_EQ(confirmed.json()["state"], "completed") << confirmed.body;
+    EXPECT_LT(took, 2s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  }
+  EXPECT_EQ(c.balance("held-0"), 70);
+  auto problems = c.check_promises();
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
 }
 
 }  // namespace

@@ -1,0 +1,433 @@
+#include "orchestrator/service/saga_driver.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/failpoint/failpoint.hpp"
+#include "common/log/log.hpp"
+#include "orchestrator/transport/shard_call.hpp"
+
+namespace tally::orch {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string_view to_string(answer_kind k) {
+  switch (k) {
+    case answer_kind::succeeded: return "succeeded";
+    case answer_kind::rejected: return "rejected";
+    case answer_kind::cancelled: return "cancelled";
+    case answer_kind::already_applied_succeeded: return "already_applied";
+    case answer_kind::already_applied_other: return "already_settled";
+    case answer_kind::retry: return "retry";
+    case answer_kind::conflict: return "conflict";
+    case answer_kind::transport: return "transport";
+    case answer_kind::not_delivered: return "not_delivered";
+  }
+  return "transport";
+}
+
+void append(decision& into, decision more) {
+  for (auto& c : more.send) into.send.push_back(std::move(c));
+}
+
+}  // namespace
+
+bool keeps_lease(const saga& s, instant now, milliseconds horizon) {
+  return !is_terminal(s.state) && s.wake && *s.wake - now <= horizon;
+}
+
+engine::request_result apply_action(const engine& e, saga& s, saga_action a, instant now, decision& d) {
+  switch (a) {
+    case saga_action::confirm: return e.confirm(s, now, d);
+    case saga_action::cancel: return e.cancel(s, now, d);
+    case saga_action::abort: return e.abort(s, now, d);
+    case saga_action::retry: return e.retry_now(s, now, d);
+  }
+  return engine::request_result::invalid_state;
+}
+
+saga_driver::saga_driver(asio::any_io_executor ex, saga_store& store, const sharding::routing_table& routes,
+                         std::vector<std::unique_ptr<shard_client>>& shards, metrics::registry& metrics,
+                         driver_options options, task_group& work)
+    : ex_(ex),
+      store_(store),
+      routes_(routes),
+      shards_(shards),
+      options_(options),
+      work_(work),
+      jitter_(std::random_device{}()),
+      finished_(metrics.add_counter("tally_orch_sagas_finished_total", "Sagas this instance brought to an end state")),
+      claimed_(metrics.add_counter("tally_orch_sagas_claimed_total", "Due or abandoned sagas this instance claimed")),
+      lost_(metrics.add_counter("tally_orch_sagas_lost_total",
+                                "Saga writes refused because another instance took the saga, or failed")),
+      calls_(metrics.add_counter("tally_orch_calls_total", "Participant calls sent")),
+      save_batch_(metrics.add_histogram("tally_orch_save_batch_size", "Saga writes per store transaction",
+                                        {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      live_gauge_(metrics.add_gauge("tally_orch_live_sagas", "Sagas this instance is driving")),
+      saves_(
+          ex, options.save_connections, options.save_batch,
+          [this](std::size_t, std::vector<save_request>& writes, std::vector<save_reply>& replies) {
+            return flush_saves(writes, replies);
+          },
+          save_reply{pg::error{make_error_code(pg::errc::connection_failed), "", "shutting down"}, 0}) {
+  for (const auto& w : workflows())
+    flows_.push_back({&w, engine(w, [this] { return std::uniform_real_distribution<double>(0.0, 1.0)(jitter_); })});
+  for (auto type : all_saga_types)
+    saga_seconds_.push_back(
+        &metrics.add_histogram("tally_orch_saga_seconds", "Time from a saga's creation to its end state",
+                               metrics::latency_bounds(), "type=\"" + std::string(to_string(type)) + "\""));
+  for (std::size_t i = 0; i < shards_.size(); ++i)
+    call_seconds_.push_back(&metrics.add_histogram("tally_orch_shard_call_seconds",
+                                                   "Time from sending a call to a shard to its answer",
+                                                   metrics::latency_bounds(), "shard=\"" + std::to_string(i) + "\""));
+}
+
+instant wall_clock() { return std::chrono::time_point_cast<milliseconds>(std::chrono::system_clock::now()); }
+
+const workflow_engine& saga_driver::flow_of(const saga& s) const {
+  for (const auto& f : flows_)
+    if (f.workflow->name == s.workflow) return f;
+  throw std::logic_error("no workflow " + s.workflow);
+}
+
+std::shared_ptr<live_saga> saga_driver::find(const std::string& saga_id) const {
+  auto it = live_.find(saga_id);
+  return it == live_.end() ? nullptr : it->second;
+}
+
+bool saga_driver::busy() const {
+  if (driving_ > 0) return true;
+  for (const auto& [id, l] : live_)
+    if (!l->sent.empty()) return true;
+  return false;
+}
+
+void saga_driver::let_all_go() {
+  for (auto& [id, l] : live_) l->stop();
+  live_.clear();
+  count_live();
+}
+
+void saga_driver::count_live() { live_gauge_.set(static_cast<double>(live_.size())); }
+
+// ---- saving -------------------------------------------------------------
+
+asio::awaitable<saga_driver::save_reply> saga_driver::save(saga_write w, std::shared_ptr<const saga> keep) {
+  return saves_.async_submit(save_request{std::move(w), std::move(keep)});
+}
+
+asio::awaitable<void> saga_driver::flush_saves(std::vector<save_request>& writes, std::vector<save_reply>& replies) {
+  std::vector<saga_write> batch;
+  batch.reserve(writes.size());
+  for (auto& w : writes) batch.push_back(std::move(w.write));
+  save_batch_.observe(static_cast<double>(batch.size()));
+  auto r = co_await store_.async_save(batch, wall_clock());
+  const bool refused = r.error && !pg::is_outcome_unknown(r.error.code) &&
+                       r.error.code != make_error_code(pg::errc::connection_failed) &&
+                       r.error.code != make_error_code(pg::errc::pool_exhausted);
+  if (refused && batch.size() > 1) {
+    // The server refused the transaction: one write is at fault, and it
+    // must not take the others down with it. Each goes alone.
+    log::warn("a batch of saga writes was refused; writing them one by one", {{"error", r.error.message}});
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      auto one = co_await store_.async_save(std::span(&batch[i], 1), wall_clock());
+      replies[i] = {one.error, one.error || one.versions.empty() ? 0 : one.versions[0]};
+    }
+    co_return;
+  }
+  for (std::size_t i = 0; i < replies.size(); ++i)
+    replies[i] = {r.error, r.error || i >= r.versions.size() ? 0 : r.versions[i]};
+}
+
+// ---- starting and claiming ----------------------------------------------
+
+asio::awaitable<saga_driver::begun> saga_driver::async_begin(std::shared_ptr<saga> s, saga_type type,
+                                                             std::string request_hash) {
+  // The saga's first calls are prepared (and recorded) by a live entry that
+  // is adopted only once the saga is durable.
+  const auto t = wall_clock();
+  auto l = std::make_shared<live_saga>(ex_);
+  l->type = type;
+  l->request_hash = request_hash;
+  const auto& flow = flow_of(*s);
+  auto d = flow.eng.start(*s, t);
+  std::vector<step_attempt> attempts;
+  auto calls = prepare(*l, *s, *flow.workflow, d, t, attempts);
+  const bool keep = keeps_lease(*s, t, options_.keep_horizon);
+  saga_write w{s.get(), 0, true, keep, std::move(attempts), type, std::move(request_hash)};
+  auto [error, version] = co_await save(std::move(w), s);
+  if (error || version == 0) co_return begun{error, nullptr};
+  l->s = s;
+  l->version = 1;
+  l->updated = t;
+  if (is_terminal(s->state)) {
+    note_finished(*s, type, t);
+    co_return begun{{}, l};
+  }
+  live_[s->id] = l;
+  count_live();
+  dispatch(l, *flow.workflow, std::move(calls));
+  if (keep)
+    schedule_wake(l);
+  else
+    forget(l);
+  co_return begun{{}, l};
+}
+
+std::shared_ptr<live_saga> saga_driver::adopt(stored_saga st) {
+  auto l = std::make_shared<live_saga>(ex_);
+  l->s = std::make_shared<const saga>(std::move(st.s));
+  l->version = st.version;
+  l->type = st.type;
+  l->request_hash = std::move(st.request_hash);
+  l->updated = st.updated;
+  auto& slot = live_[l->s->id];
+  if (slot) slot->stop();  // held before, then the lease lapsed: the new claim wins
+  slot = l;
+  count_live();
+  return l;
+}
+
+void saga_driver::take_claimed(saga_store::load_result claim) {
+  // A claimed saga's recovery and its actions go into its inbox before it
+  // is driven, so they are applied in one write.
+  std::vector<std::shared_ptr<live_saga>> claimed;
+  for (auto& st : claim.sagas) {
+    claimed_.inc();
+    claimed.push_back(adopt(std::move(st)));
+    claimed.back()->inbox.push_back(saga_event{saga_event::kind::recover});
+  }
+  for (auto& a : claim.actions) {
+    auto l = find(a.saga_id);
+    if (!l) {  // let go meanwhile: back to whoever holds it next
+      settle_action(a.id, std::nullopt);
+      continue;
+    }
+    saga_event e;
+    e.what = saga_event::kind::action;
+    e.action = a.action;
+    e.action_id = a.id;
+    post(l, std::move(e));
+  }
+  for (auto& l : claimed)
+    if (!l->driving && !l->inbox.empty()) work_.spawn([this, l] { return drive(l); });
+}
+
+// ---- letting go ---------------------------------------------------------
+
+void saga_driver::forget(const std::shared_ptr<live_saga>& l) {
+  l->stop();
+  auto it = live_.find(l->s->id);
+  if (it != live_.end() && it->second == l) live_.erase(it);
+  count_live();
+}
+
+// Events that arrived while a saga was being let go: its stored actions go
+// back to the store for the next holder; a requester here stops waiting
+// and asks the store instead.
+void saga_driver::hand_over(const std::shared_ptr<live_saga>& l) {
+  for (auto& e : l->inbox) {
+    if (e.what != saga_event::kind::action) continue;
+    if (e.waiter) e.waiter->timer.cancel();
+    if (e.action_id != 0) settle_action(e.action_id, std::nullopt);
+  }
+  l->inbox.clear();
+}
+
+// A stored action's end: its result recorded for the requester, or (none)
+// put back for whoever holds the saga next.
+void saga_driver::settle_action(std::int64_t id, std::optional<engine::request_result> result) {
+  auto record = [this, id, result]() -> asio::awaitable<void> {
+    // (Not a conditional expression: GCC 12 mishandles co_await in one.)
+    pg::error err;
+    if (result)
+      err = co_await store_.async_finish_action(id, *result);
+    else
+      err = co_await store_.async_return_action(id, wall_clock());
+    if (err) log::warn("could not record an action's result", {{"action", id}, {"error", err.message}});
+  };
+  work_.spawn(std::move(record));
+}
+
+// Gives up the lease of a saga whose write failed, once the store answers,
+// so that a claim (this instance's or another's) recovers it from what is
+// durable.
+asio::awaitable<void> saga_driver::release(std::string saga_id) {
+  for (milliseconds delay(100); co_await work_.async_sleep(delay); delay = std::min(delay * 2, milliseconds(5000)))
+    if (!co_await store_.async_release(saga_id)) co_return;
+}
+
+// ---- driving a saga -----------------------------------------------------
+
+void saga_driver::post(const std::shared_ptr<live_saga>& l, saga_event e) {
+  l->inbox.push_back(std::move(e));
+  if (!l->driving) work_.spawn([this, l] { return drive(l); });
+}
+
+void saga_driver::schedule_wake(const std::shared_ptr<live_saga>& l) {
+  if (!l->s->wake) {
+    l->wake.cancel();
+    return;
+  }
+  // A millisecond late rather than early: the clock is read in whole milliseconds.
+  const auto delay = std::max(milliseconds(0), *l->s->wake - wall_clock()) + milliseconds(1);
+  l->wake.expires_after(delay);
+  // The handler holds the saga, not the driver's word: a saga let go (which
+  // the driver does to all before it goes) has its wake cancelled and is gone.
+  l->wake.async_wait([this, weak = std::weak_ptr<live_saga>(l)](boost::system::error_code ec) {
+    if (ec) return;
+    auto held = weak.lock();
+    if (held && !held->gone) post(held, saga_event{});
+  });
+}
+
+// Every call of `d` becomes a shard command and an attempt record; the
+// live saga remembers it until its answer comes.
+std::vector<saga_driver::prepared_call> saga_driver::prepare(live_saga& l, const saga& s, const workflow_def& w,
+                                                             const decision& d, instant t,
+                                                             std::vector<step_attempt>& attempts) const {
+  std::vector<prepared_call> calls;
+  for (const auto& c : d.send) {
+    prepared_call p{c.ref, c.attempt, routes_.shard_of(s.tenant, c.account), shard_command(c, s.tenant)};
+    auto text = p.command.dump();
+    attempts.push_back({w.steps.at(c.ref.step).name, c.ref.item, c.ref.undo, c.attempt,
+                        shards_[p.shard]->endpoint().name, text, t, std::nullopt, "", std::nullopt});
+    l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard, std::move(text), t};
+    calls.push_back(std::move(p));
+  }
+  return calls;
+}
+
+void saga_driver::note_finished(const saga& s, saga_type type, instant now) {
+  finished_.inc();
+  saga_seconds_[static_cast<std::size_t>(type)]->observe(std::chrono::duration<double>(now - s.created).count());
+}
+
+// Sends calls whose saga state is durable; each answer becomes an event.
+void saga_driver::dispatch(const std::shared_ptr<live_saga>& l, const workflow_def& w,
+                           std::vector<prepared_call> calls) {
+  for (auto& c : calls) {
+    if (failpoint::armed()) failpoint::hit("sending." + w.steps.at(c.ref.step).name);
+    calls_.inc();
+    auto call = [this, l, c = std::move(c)]() mutable -> asio::awaitable<void> {
+      const auto sent = std::chrono::steady_clock::now();
+      auto a = co_await shards_[c.shard]->async_call(std::move(c.command));
+      call_seconds_[c.shard]->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
+      if (l->gone) co_return;
+      post(l, saga_event{saga_event::kind::answer, c.ref, c.attempt, std::move(a)});
+    };
+    work_.spawn(std::move(call));
+  }
+}
+
+asio::awaitable<void> saga_driver::drive(std::shared_ptr<live_saga> l) {
+  l->driving = true;
+  ++driving_;
+  while (!l->inbox.empty() && !l->gone) {
+    std::deque<saga_event> events;
+    events.swap(l->inbox);
+    auto next = std::make_shared<saga>(*l->s);
+    const auto& flow = flow_of(*next);
+    const auto& eng = flow.eng;
+    const auto& workflow = *flow.workflow;
+    const auto t = wall_clock();
+    decision d;
+    std::vector<step_attempt> attempts;
+    std::vector<std::pair<const saga_event*, engine::request_result>> acted;
+    for (const auto& e : events) {
+      switch (e.what) {
+        case saga_event::kind::answer: {
+          const auto& step = workflow.steps.at(e.ref.step);
+          const auto key = std::make_tuple(e.ref.step, e.ref.item, e.ref.undo, e.attempt);
+          if (auto it = l->sent.find(key); it != l->sent.end()) {
+            attempts.push_back({step.name, e.ref.item, e.ref.undo, e.attempt,
+                                shards_[it->second.shard]->endpoint().name, it->second.command, it->second.sent,
+                                std::string(to_string(e.reply.kind)), e.reply.code, t});
+            l->sent.erase(it);
+          }
+          if (failpoint::armed()) failpoint::hit("answered." + step.name);
+          append(d, eng.on_answer(*next, e.ref, e.reply, t));
+          break;
+        }
+        case saga_event::kind::wake:
+          if (next->wake && t >= *next->wake) append(d, eng.on_wake(*next, t));
+          break;
+        case saga_event::kind::recover: append(d, eng.recover(*next, t)); break;
+        case saga_event::kind::action: acted.emplace_back(&e, apply_action(eng, *next, e.action, t, d)); break;
+      }
+    }
+
+    auto calls = prepare(*l, *next, workflow, d, t, attempts);
+
+    // A requester here learns the result; a stored action gets it recorded,
+    // or goes back to wait for the saga's next holder when this write failed.
+    auto answer_requesters = [&](bool failed) {
+      for (auto& [e, r] : acted) {
+        if (e->waiter) {
+          if (!failed) e->waiter->result = r;
+          e->waiter->timer.cancel();
+        }
+        if (e->action_id != 0) settle_action(e->action_id, failed ? std::nullopt : std::optional(r));
+      }
+    };
+
+    if (*next == *l->s && attempts.empty()) {  // nothing changed, nothing to write
+      answer_requesters(false);
+      schedule_wake(l);
+      continue;
+    }
+    const bool terminal = is_terminal(next->state);
+    const bool keep = keeps_lease(*next, t, options_.keep_horizon);
+    const bool changed = l->unsaved_change || next->state != l->s->state || next->error != l->s->error;
+    for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
+    if (keep && acted.empty() && !calls.empty() && std::all_of(calls.begin(), calls.end(), [&](const prepared_call& c) {
+          return !c.ref.undo && workflow.sendable_before_saving(c.ref.step);
+        })) {
+      // Forward-only calls after the pivot go at once; this state is
+      // written with the saga's next change.
+      l->unsaved_change = changed;
+      l->s = next;
+      dispatch(l, workflow, std::move(calls));
+      schedule_wake(l);
+      continue;
+    }
+    saga_write w{next.get(), l->version, changed, keep, std::move(l->unsaved_attempts)};
+    l->unsaved_attempts.clear();
+    l->unsaved_change = false;
+    auto [error, version] = co_await save(std::move(w), next);
+    if (error || version == 0) {
+      // Another instance holds the saga now, or the store failed and the
+      // outcome of this write is unknown. Either way this instance stops
+      // driving it; whoever claims it next recovers from what is durable.
+      lost_.inc();
+      answer_requesters(true);
+      forget(l);
+      if (error) {
+        log::warn("saga write failed; letting the saga go", {{"saga_id", next->id}, {"error", error.message}});
+        work_.spawn([this, id = next->id] { return release(id); });
+      }
+      break;
+    }
+    l->s = next;
+    l->version = version;
+    l->updated = t;
+    l->notify();
+    answer_requesters(false);
+    dispatch(l, workflow, std::move(calls));
+    if (terminal) note_finished(*next, l->type, t);
+    if (terminal || !keep) {
+      forget(l);
+      hand_over(l);
+    } else {
+      schedule_wake(l);
+    }
+  }
+  l->driving = false;
+  --driving_;
+}
+
+}  // namespace tally::orch
