@@ -101,6 +101,8 @@ class router {
   // nullopt when admitted; else the 429.
   boost::asio::awaitable<std::optional<http::response>> limit(const http::request& req, const principal& who,
                                                               std::vector<std::string> accounts);
+  // The same for a request that names no account (the key's bucket only).
+  boost::asio::awaitable<std::optional<http::response>> limit_key(const http::request& req, const principal& who);
   boost::asio::awaitable<std::optional<std::string>> projected(std::string key);
 
   route_context& ctx_;

@@ -178,7 +178,7 @@ asio::awaitable<response> router::route(request& req, const http::target& t) {
   auto q = check_query(t.query);
   if (auto* bad = std::get_if<refusal>(&q)) co_return bad_request(req, bad->message);
   if (admin) {
-    if (auto refused = co_await limit(req, *who, {})) co_return std::move(*refused);
+    if (auto refused = co_await limit_key(req, *who)) co_return std::move(*refused);
   }
   const call authenticated{t, &*who, std::get<read_params>(q), std::move(args)};
   co_return co_await (this->*found->handle)(req, authenticated);
@@ -232,7 +232,7 @@ asio::awaitable<response> router::write(request& req, const call& c) {
 asio::awaitable<response> router::confirm_or_cancel(request& req, const call& c) {
   if (auto bad = contract::check_action_body(req.body())) co_return bad_request(req, bad->message);
   if (!contract::is_saga_id(c.args[0])) co_return no_such_saga(req);
-  if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
+  if (auto refused = co_await limit_key(req, *c.who)) co_return std::move(*refused);
   co_return co_await to_orchestrator(req, tenant_path(*c.who, c.target.path, 1), c.target.query, c.params);
 }
 
@@ -274,7 +274,7 @@ asio::awaitable<std::optional<std::string>> router::projected(std::string key) {
 asio::awaitable<response> router::account(request& req, const call& c) {
   const auto& id = c.args[0];
   if (!validate::is_valid_id(id)) co_return bad_request(req, "bad account id");
-  if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
+  if (auto refused = co_await limit_key(req, *c.who)) co_return std::move(*refused);
   if (!c.params.strong) {
     if (auto doc = co_await projected(projection::account_key(c.who->tenant, id)))
       co_return document(req, 200, std::move(*doc), "projection");
@@ -290,14 +290,14 @@ asio::awaitable<response> router::account(request& req, const call& c) {
 
 asio::awaitable<response> router::entries(request& req, const call& c) {
   if (!validate::is_valid_id(c.args[0])) co_return bad_request(req, "bad account id");
-  if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
+  if (auto refused = co_await limit_key(req, *c.who)) co_return std::move(*refused);
   co_return co_await account_page(req, *c.who, c.args[0], "entries", page_query(c.params));
 }
 
 // GET /v1/accounts/{id}/lots?state=open|all&limit=&after=: from the shard, in consumption order.
 asio::awaitable<response> router::lots(request& req, const call& c) {
   if (!validate::is_valid_id(c.args[0])) co_return bad_request(req, "bad account id");
-  if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
+  if (auto refused = co_await limit_key(req, *c.who)) co_return std::move(*refused);
   const auto state = http::query_param(c.target.query, "state").value_or("open");
   if (state != "open" && state != "all") co_return bad_request(req, "state must be open or all");
   co_return co_await account_page(req, *c.who, c.args[0], "lots",
@@ -319,7 +319,7 @@ asio::awaitable<response> router::account_page(const request& req, const princip
 asio::awaitable<response> router::saga(request& req, const call& c) {
   const auto& id = c.args[0];
   if (!contract::is_saga_id(id)) co_return no_such_saga(req);
-  if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
+  if (auto refused = co_await limit_key(req, *c.who)) co_return std::move(*refused);
   if (!c.params.strong && !c.params.wait_ms) {
     auto doc = co_await projected(projection::saga_key(c.who->tenant, id));
     if (doc && !refundable(*doc)) co_return document(req, 200, std::move(*doc), "projection");
@@ -332,7 +332,7 @@ asio::awaitable<response> router::saga(request& req, const call& c) {
 }
 
 asio::awaitable<response> router::sagas(request& req, const call& c) {
-  if (auto refused = co_await limit(req, *c.who, {})) co_return std::move(*refused);
+  if (auto refused = co_await limit_key(req, *c.who)) co_return std::move(*refused);
   co_return co_await to_orchestrator(req, tenant_path(*c.who, c.target.path, 1), c.target.query, c.params);
 }
 
@@ -344,6 +344,11 @@ asio::awaitable<response> router::stream_without_upgrade(request& req, const cal
 
 http::client_pool& router::shard_of(const principal& who, const std::string& account_id) {
   return *ctx_.shards[ctx_.routes.shard_of(who.tenant, account_id)];
+}
+
+asio::awaitable<std::optional<response>> router::limit_key(const request& req, const principal& who) {
+  std::vector<std::string> no_accounts;  // named: GCC 12 mishandles braced temporaries in co_await operands
+  co_return co_await limit(req, who, std::move(no_accounts));
 }
 
 asio::awaitable<std::optional<response>> router::limit(const request& req, const principal& who,

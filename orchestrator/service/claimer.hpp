@@ -33,7 +33,9 @@ class claimer {
   std::size_t batch_;
   std::chrono::milliseconds interval_;
   take_fn take_;
+  static constexpr std::chrono::milliseconds min_gap{10};
   boost::asio::steady_timer tick_;
+  boost::asio::steady_timer gap_;  // not cut short by wake()
   bool again_ = false;
 };
 

@@ -43,7 +43,14 @@ class remote_actions {
   boost::asio::any_io_executor ex_;
   saga_store& store_;
   std::chrono::milliseconds recheck_;
-  std::unordered_map<std::int64_t, boost::asio::steady_timer*> waiting_;  // by action id
+  // A requester's timer, and whether a notification (or a recheck) came
+  // while it was not waiting on it: then it reads again before it waits.
+  struct waiter {
+    boost::asio::steady_timer* bell = nullptr;
+    bool rung = false;
+  };
+  std::unordered_map<std::int64_t, waiter> waiting_;  // by action id
+  void ring(waiter& w);
 };
 
 }  // namespace tally::orch

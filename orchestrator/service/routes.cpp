@@ -26,6 +26,9 @@ namespace {
 
 constexpr std::int64_t max_wait_ms = 30000;
 constexpr std::int64_t max_list_limit = 500;
+// A saga request's canonical form: what the gateway accepted (at most its
+// 64 KiB) with the tenant, type and hash added, without its white space.
+constexpr std::size_t canonical_body_limit = 128 * 1024;
 
 instant now() { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()); }
 
@@ -81,7 +84,7 @@ class router {
         {v::get, "/v1/workflows", &router::workflow_list},
         {v::get, "/v1/admin/failpoints", &router::failpoints},
         {v::post, "/v1/admin/failpoints", &router::failpoints},
-        {v::post, "/v1/sagas", &router::start_canonical},
+        {v::post, "/v1/sagas", &router::start_canonical, canonical_body_limit},
         {v::post, "/v1/tenants/{tenant}/credits", &router::start},
         {v::post, "/v1/tenants/{tenant}/deductions", &router::start},
         {v::post, "/v1/tenants/{tenant}/refunds", &router::start},

@@ -1,6 +1,7 @@
 #include "orchestrator/service/saga_driver.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -160,7 +161,13 @@ asio::awaitable<saga_driver::begun> saga_driver::async_begin(std::shared_ptr<sag
   const bool keep = keeps_lease(*s, t, options_.keep_horizon);
   saga_write w{s.get(), 0, true, keep, std::move(attempts), type, std::move(request_hash)};
   auto [error, version] = co_await save(std::move(w), s);
-  if (error || version == 0) co_return begun{error, nullptr};
+  if (error || version == 0) {
+    // The outcome of a failed write is unknown: the saga may be durable and
+    // leased to this instance, which does not drive it. Giving the lease up
+    // lets a claim recover it from what is durable.
+    if (error) work_.spawn([this, id = s->id] { return release(id); });
+    co_return begun{error, nullptr};
+  }
   l->s = s;
   l->version = 1;
   l->updated = t;
@@ -201,9 +208,14 @@ void saga_driver::take_claimed(saga_store::load_result claim) {
     claimed.push_back(adopt(std::move(st)));
     claimed.back()->inbox.push_back(saga_event{saga_event::kind::recover});
   }
+  std::set<std::string> released;
   for (auto& a : claim.actions) {
     auto l = find(a.saga_id);
-    if (!l) {  // let go meanwhile: back to whoever holds it next
+    if (!l) {
+      // Leased here but not driven (a write failed and its release is
+      // still to come): give the lease up and the action back, for whoever
+      // claims the saga next.
+      if (released.insert(a.saga_id).second) work_.spawn([this, id = a.saga_id] { return release(id); });
       settle_action(a.id, std::nullopt);
       continue;
     }

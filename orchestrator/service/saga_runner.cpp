@@ -82,12 +82,14 @@ asio::awaitable<void> saga_runner::async_stop(milliseconds grace) {
     boost::system::error_code ec;
     co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+  // A renewal still under way would write the heartbeat again after the
+  // release: the claimer and the lease keeper end first.
+  co_await claiming_.async_join();
   if (auto err = co_await store_.async_release_all())
     log::warn("could not release leases; other instances take the sagas when they expire", {{"error", err.message}});
   driver_.let_all_go();
   listener_.stop();
   work_.stop();
-  co_await claiming_.async_join();
   co_await work_.async_join();
 }
 
