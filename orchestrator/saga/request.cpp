@@ -44,8 +44,7 @@ std::variant<saga_request, invalid_request> saga_request_from_body(saga_type typ
 std::optional<refund_refusal> resolve_refund(saga_request& r, const saga& original, saga_type original_type) {
   using reason = refund_refusal::reason;
   const auto& o = original.input;
-  if (original_type != saga_type::deduct && original_type != saga_type::transfer &&
-      original_type != saga_type::batch_deduct)
+  if (!contract::is_refundable(original_type))
     return refund_refusal{reason::invalid_state, "only a deduction, a transfer or a batch deduction can be refunded"};
   if (original.state != saga_state::completed)
     return refund_refusal{reason::invalid_state, "the original saga has not completed"};

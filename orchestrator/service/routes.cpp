@@ -247,8 +247,7 @@ class router {
   // gave back per item; null for other sagas (a refund's own view says what
   // it gave back); nullopt when the store cannot say.
   asio::awaitable<std::optional<json>> refunded_of(const stored_saga& st) {
-    if (st.s.state != saga_state::completed || st.type == saga_type::credit || st.type == saga_type::refund)
-      co_return json(nullptr);
+    if (st.s.state != saga_state::completed || !contract::is_refundable(st.type)) co_return json(nullptr);
     auto found = co_await ctx_.store.async_refunds_of(st.s.tenant, st.s.id);
     if (found.error) co_return std::nullopt;
     std::vector<saga_item> given;
