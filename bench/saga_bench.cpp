@@ -13,7 +13,7 @@
 // --token defaults to $TALLY_ORCH_INTERNAL_TOKEN (the shards take the same
 // token; accounts are set up on them). --warmup=S offers the same load for
 // S seconds first, uncounted. --hot=F makes a fraction F of the
-// transfers move from or to one hot account. With --api-key, --port is the
+// transfers move from one hot account (acc-0). With --api-key, --port is the
 // gateway's and the key's tenant must be --tenant; --subscribers=N keeps N
 // WebSocket subscribers open during the run, 5 accounts each.
 #include <chrono>
@@ -128,16 +128,12 @@ int run(const options& opt) {
     auto pick = [&](const std::vector<std::string>& from) {
       return from[std::uniform_int_distribution<std::size_t>(0, from.size() - 1)(rng)];
     };
-    // Source and destination on different shards.
-    const auto a = std::uniform_int_distribution<std::size_t>(0, by_shard.size() - 1)(rng);
+    // Source and destination on different shards; a hot transfer is from
+    // the hot account.
+    const bool from_hot = std::uniform_real_distribution<double>(0, 1)(rng) < opt.hot;
+    const auto a = from_hot ? hot_shard : std::uniform_int_distribution<std::size_t>(0, by_shard.size() - 1)(rng);
     const auto b = (a + 1 + std::uniform_int_distribution<std::size_t>(0, by_shard.size() - 2)(rng)) % by_shard.size();
-    std::string from = pick(by_shard[a]), to = pick(by_shard[b]);
-    if (std::uniform_real_distribution<double>(0, 1)(rng) < opt.hot) {
-      if (hot_shard == a)
-        from = hot;
-      else
-        to = hot;
-    }
+    const std::string from = from_hot ? hot : pick(by_shard[a]), to = pick(by_shard[b]);
     const auto biz = "t-" + tag + "-" + std::to_string(connection) + "-" + std::to_string(seq++);
     return tally::bench::request{target, R"({"from_account":")" + from + R"(","to_account":")" + to +
                                              R"(","amount":1,"biz_id":")" + biz + R"("})"};

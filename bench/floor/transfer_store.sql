@@ -1,9 +1,11 @@
 -- The rows one batch of :n transfer sagas must write in the saga store, as
--- the three transactions the orchestrator commits for each (the create with
--- the hold in flight, the save with the credit in flight, the final save):
--- the saga row, its two state-change events (created, completed), and one
--- attempt row per call, written when sent and updated when answered (the
--- capture's only once, answered). No lookups, no leases.
+-- the two transactions the orchestrator commits for each since issue 20:
+-- the create with the hold in flight (the credit and the capture go out
+-- without a write-ahead of their own), and the final save: the saga row,
+-- its two state-change events (created, completed), and one attempt row
+-- per call (the hold's written when sent and updated when answered, the
+-- credit's and the capture's once, answered). No lookups, no leases.
+-- transfer_store_three_saves.sql is the write set before issue 20.
 \set n 50
 SELECT nextval('floor_batch') AS b \gset
 BEGIN;
@@ -36,23 +38,6 @@ INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_
   FROM generate_series(1, :n) g;
 COMMIT;
 BEGIN;
-UPDATE saga s SET progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000000,"t1":1764650000005,"dv":true},'
-          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[{"f":{"s":"sent","n":1,"c":"","d":0,'
-          || '"t0":1764650000006,"t1":0,"dv":false},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[]],'
-          || '"pivoted":false,"k":' || g || '}')::json,
-       updated_at = now(), wake_at = now() + interval '2 s', version = s.version + 1
-  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id, g FROM generate_series(1, :n) g) k
-  WHERE s.saga_id = k.saga_id;
-UPDATE saga_step t SET outcome = 'succeeded', code = NULL, answered_at = now()
-  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id FROM generate_series(1, :n) g) k
-  WHERE t.saga_id = k.saga_id AND t.step = 'hold_source' AND t.item = 0 AND NOT t.undo AND t.attempt = 1;
-INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at)
-  SELECT 'sg-' || :b || '-' || g, 'credit_destination', 0, false, 1, 's1',
-         ('{"type":"credit","tenant":"bench","account_id":"acc-' || (10000 + (:b * :n + g * 7907) % 10000)
-          || '","biz_id":"sg-' || :b || '-' || g || ':credit","amount":1}')::json, now()
-  FROM generate_series(1, :n) g;
-COMMIT;
-BEGIN;
 UPDATE saga s SET state = 'completed', progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000000,'
           || '"t1":1764650000005,"dv":true},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],'
           || '[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000006,"t1":1764650000011,"dv":true},'
@@ -63,7 +48,7 @@ UPDATE saga s SET state = 'completed', progress = ('{"calls":[[{"f":{"s":"succee
   FROM (SELECT 'sg-' || :b || '-' || g AS saga_id, g FROM generate_series(1, :n) g) k
   WHERE s.saga_id = k.saga_id;
 INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
-  SELECT 'bench', 'sg-' || :b || '-' || g, 3, 'saga.state',
+  SELECT 'bench', 'sg-' || :b || '-' || g, 2, 'saga.state',
          ('{"saga_id":"sg-' || :b || '-' || g || '","type":"transfer","tenant":"bench","biz_id":"tr-' || :b || '-' || g
           || '","state":"completed","input":{"from_account":"acc-' || ((:b * :n + g * 7919) % 10000)
           || '","to_account":"acc-' || (10000 + (:b * :n + g * 7907) % 10000) || '","amount":1},"steps":['
@@ -71,11 +56,16 @@ INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
           || '{"name":"credit_destination","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.006Z","finished_at":"2026-12-02T05:00:00.011Z"},'
           || '{"name":"capture_source","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.012Z","finished_at":"2026-12-02T05:00:00.017Z"}],'
           || '"created_at":"2026-12-02T05:00:00.000Z","updated_at":"2026-12-02T05:00:00.017Z",'
-          || '"deadline":"2026-12-02T05:00:10.000Z","version":3}')::jsonb
+          || '"deadline":"2026-12-02T05:00:10.000Z","version":2}')::jsonb
   FROM generate_series(1, :n) g;
 UPDATE saga_step t SET outcome = 'succeeded', code = NULL, answered_at = now()
   FROM (SELECT 'sg-' || :b || '-' || g AS saga_id FROM generate_series(1, :n) g) k
-  WHERE t.saga_id = k.saga_id AND t.step = 'credit_destination' AND t.item = 0 AND NOT t.undo AND t.attempt = 1;
+  WHERE t.saga_id = k.saga_id AND t.step = 'hold_source' AND t.item = 0 AND NOT t.undo AND t.attempt = 1;
+INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, answered_at)
+  SELECT 'sg-' || :b || '-' || g, 'credit_destination', 0, false, 1, 's1',
+         ('{"type":"credit","tenant":"bench","account_id":"acc-' || (10000 + (:b * :n + g * 7907) % 10000)
+          || '","biz_id":"sg-' || :b || '-' || g || ':credit","amount":1}')::json, now(), 'succeeded', now()
+  FROM generate_series(1, :n) g;
 INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, answered_at)
   SELECT 'sg-' || :b || '-' || g, 'capture_source', 0, false, 1, 's0',
          ('{"type":"capture","tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)

@@ -11,13 +11,15 @@ stdout to RESULTS/runs.jsonl; a one-line account of the run goes to stderr.
     run_figures.py sagas --results DIR --name group.hot.1 --mode group --hot 0.5 \\
         --rss-kb 90000 --cpu-end "..."
     run_figures.py gateway --results DIR --name gateway.1 --via gateway --rss-kb 90000 --cpu-end "..."
+    run_figures.py gateway --results DIR --name head.hot.1 --via gateway --version head --workload hot ...
 
 For shard, sagas and gateway, a run's files in RESULTS are read: NAME.json
 (what shard_bench or saga_bench printed), NAME.cpu-start (the CPU seconds of
 the watched processes, then PostgreSQL's, when the measured phase began;
 --cpu-end is the same line at the end), and the metrics the script saved
 (shard: NAME.metrics and NAME.metrics-start; gateway: NAME.relay.metrics and
-NAME.relay.metrics-start).
+NAME.relay.metrics-start, and NAME.statements-count when the statements were
+counted).
 """
 import argparse
 import json
@@ -110,9 +112,24 @@ def gateway(a):
     events, lag_p99 = lag("projection")
     _, push_p99 = lag("push")
     used = common.cpu_used(a.results, a.name, a.cpu_end)
-    cpu = common.cpu_us_per_unit(run, used, ("orchestrator", "shard0", "shard1", "gateway", "relay", "redis", "postgres"))
+    processes = ("orchestrator", "shard0", "shard1", "gateway", "relay", "redis", "postgres")
+    cpu = common.cpu_us_per_unit(run, used, processes)
     run.update(name=a.name, via=a.via, gateway_rss_mb=a.rss_kb / 1024, projection_events=events,
                projection_lag_p99_ms=lag_p99, push_lag_p99_ms=push_p99, cpu_us_per_transfer=cpu)
+    # Every process but the load generator, per completed transfer and per
+    # request answered (refused and failed ones too).
+    services_s = sum(used[:len(processes)])
+    refused = run.get("errors_by_kind", {}).get("http_429", 0)
+    requests = run["completed"] + run["rejected"] + run["errors"]
+    run.update(refused=refused, cpu_us_total=round(services_s * 1e6 / max(run["completed"], 1)),
+               cpu_us_per_request=round(services_s * 1e6 / max(requests, 1)))
+    try:
+        statements = int(common.read_text(f"{a.results}/{a.name}.statements-count").strip())
+        run["statements_per_transfer"] = round(statements / max(run["completed"], 1), 2)
+    except (OSError, ValueError):
+        pass
+    if a.version:
+        run.update(version=a.version, workload=a.workload)
     return run, "bench-gateway: run %s: %.0f transfers/s, p50 %.1f ms, p99 %.1f ms, %d failed, %d errors, projection lag p99 <= %s ms, push lag p99 <= %s ms, gateway RSS %.0f MB, CPU us/transfer %s" % (
         run["name"], run["throughput"], run["p50_ms"], run["p99_ms"], run["rejected"], run["errors"],
         run["projection_lag_p99_ms"], run["push_lag_p99_ms"], run["gateway_rss_mb"], run["cpu_us_per_transfer"])
@@ -153,8 +170,11 @@ def main():
     p.add_argument("--mode", required=True, help="the shards' commit mode")
     p.add_argument("--hot", type=float, required=True, help="the share of transfers on the hot account")
 
-    p = add_bench("gateway", "a saga_bench run of scripts/bench-gateway (--rss-kb: the gateway's)", gateway, [run])
+    p = add_bench("gateway", "a saga_bench run of scripts/bench-gateway or bench-compare (--rss-kb: the gateway's)",
+                  gateway, [run])
     p.add_argument("--via", required=True, help="orchestrator or gateway")
+    p.add_argument("--version", help="bench-compare: base or head")
+    p.add_argument("--workload", help="bench-compare: uniform, hot or half")
 
     args = parser.parse_args()
     record, account = args.record(args)

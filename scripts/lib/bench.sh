@@ -150,6 +150,22 @@ statements_report() {
   done >"$file"
 }
 
+# statements_count DB...: with TALLY_PG_STATEMENTS=1, the number of
+# statements the clients sent to the databases since statements_reset
+# (top-level statements: one per round trip's statement, BEGIN and COMMIT
+# included); else nothing.
+statements_count() {
+  [[ ${TALLY_PG_STATEMENTS:-0} == 1 ]] || return 0
+  local db total=0 n
+  for db in "$@"; do
+    n=$(psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -qAt -d "$db" -c "
+      SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())")
+    total=$((total + n))
+  done
+  echo "$total"
+}
+
 # Peak resident memory of a process, in kB.
 peak_rss_kb() {
   awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"

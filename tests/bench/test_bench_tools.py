@@ -86,7 +86,7 @@ class ResultsTestCase(unittest.TestCase):
 
 class ValuesOnlyTest(unittest.TestCase):
     def test_every_write_becomes_a_count_of_its_values(self):
-        for script in ("debit", "transfer_shards", "transfer_store"):
+        for script in ("debit", "transfer_shards", "transfer_store", "transfer_store_three_saves"):
             with self.subTest(script=script):
                 path = os.path.join(ROOT, "bench", "floor", f"{script}.sql")
                 with open(path) as f:
@@ -120,7 +120,7 @@ class FloorTest(ResultsTestCase):
             return middle([r[key] for r in self.runs if r["name"] == name])
 
         self.assertEqual(lines[0], "PostgreSQL CPU per unit, medians of 3 runs (2 cores):")
-        for name in ("debit", "transfer_shards", "transfer_store"):
+        for name in ("debit", "transfer_shards", "transfer_store", "transfer_store_three_saves"):
             s = summary[name]
             self.assertEqual(s["pg_cpu_us"], med(name, "pg_cpu_us_per_unit"))
             self.assertEqual(s["values_us"], med(f"{name}_values", "pg_cpu_us_per_unit"))
@@ -131,7 +131,10 @@ class FloorTest(ResultsTestCase):
         self.assertEqual(summary["transfer_floor_us"], round(transfer, 1))
         self.assertEqual(summary["debit_max_per_s"], round(2e6 / summary["debit"]["floor_us"]))
         self.assertEqual(summary["transfer_max_per_s"], round(2e6 / transfer))
-        self.assertIn(f"at most {summary['debit_max_per_s']:,} debits/s", lines[-2])
+        three = summary["transfer_shards"]["floor_us"] + summary["transfer_store_three_saves"]["floor_us"]
+        self.assertEqual(summary["transfer_floor_three_saves_us"], round(three, 1))
+        self.assertIn(f"at most {summary['debit_max_per_s']:,} debits/s", lines[-3])
+        self.assertIn(f"{summary['transfer_floor_three_saves_us']:.1f} us", lines[-1])
 
 
 class ShardTest(ResultsTestCase):
@@ -273,6 +276,22 @@ class GatewayTest(ResultsTestCase):
             self.assertEqual(run[field], min(le for le, n in delta.items() if n >= 0.99 * total) * 1000)
         self.assertTrue(stderr.startswith(f"bench-gateway: run {name}: {raw['throughput']:.0f} transfers/s,"))
 
+    def test_run_figures_of_a_compare_run(self):
+        name = "gateway.half"
+        with open(self.file(f"{name}.statements-count"), "w") as f:
+            f.write("123456\n")
+        p = tool("run_figures.py", "gateway", "--results", self.results, "--name", name, "--via", "gateway",
+                 "--rss-kb", 82247, "--cpu-end", self.cpu_end, "--version", "head", "--workload", "half")
+        run, raw = json.loads(p.stdout), self.bench_json(name)
+        used = [e - s for s, e in zip(self.cpu_start(name), map(float, self.cpu_end.split()))]
+        self.assertEqual((run["version"], run["workload"]), ("head", "half"))
+        self.assertEqual(run["statements_per_transfer"], round(123456 / raw["completed"], 2))
+        # Every process but the load generator, whose CPU the bench reports itself.
+        self.assertEqual(run["cpu_us_total"], round(sum(used) * 1e6 / raw["completed"]))
+        requests = raw["completed"] + raw["rejected"] + raw["errors"]
+        self.assertEqual(run["cpu_us_per_request"], round(sum(used) * 1e6 / requests))
+        self.assertEqual(run["refused"], raw.get("errors_by_kind", {}).get("http_429", 0))
+
     def test_run_figures_without_relay_metrics(self):
         for suffix in ("relay.metrics", "relay.metrics-start"):
             os.remove(self.file(f"gateway.half.{suffix}"))
@@ -308,10 +327,55 @@ class GatewayTest(ResultsTestCase):
         self.assert_plot(lines)
 
 
+class CompareTest(ResultsTestCase):
+    bench = "compare"
+
+    def compare(self, *extra):
+        out = tool("compare.py", "--results", self.results, "--base", "7ca9212", "--head", "abc1234", *extra).stdout
+        with open(self.file("summary.json")) as f:
+            return out.splitlines(), json.load(f)
+
+    def med(self, version, workload, key, sub=None):
+        return middle([r[key][sub] if sub else r[key] for r in self.runs
+                       if r["version"] == version and r["workload"] == workload])
+
+    def test_the_table_gives_each_versions_median_and_their_ratio(self):
+        lines, summary = self.compare("--floor", self.file("floor-summary.json"))
+        f = summary["figures"]
+        for v in ("base", "head"):
+            self.assertEqual(f[v]["uniform_per_s"], self.med(v, "uniform", "throughput"))
+            self.assertEqual(f[v]["hot_per_s"], self.med(v, "hot", "throughput"))
+            self.assertEqual(f[v]["half_p99_ms"], self.med(v, "half", "p99_ms"))
+            self.assertEqual(f[v]["cpu_us_total"], self.med(v, "uniform", "cpu_us_total"))
+            self.assertEqual(f[v]["cpu_us"]["relay"], self.med(v, "uniform", "cpu_us_per_transfer", "relay"))
+            self.assertEqual(f[v]["hot_over_uniform"], f[v]["hot_per_s"] / f[v]["uniform_per_s"])
+        # The 429s of the hot runs are refusals, not errors: base's second
+        # repeat has one other error in each of its three runs.
+        self.assertEqual(f["base"]["errors"], 3)
+        self.assertEqual(f["head"]["errors"], 0)
+        uniform = next(row for row in summary["table"] if row["figure"] == "completed transfers/s, closed loop, uniform")
+        self.assertEqual(uniform["ratio"], f["head"]["uniform_per_s"] / f["base"]["uniform_per_s"])
+        ratio = f["head"]["uniform_per_s"] / f["base"]["uniform_per_s"]
+        self.assertIn(f"| completed transfers/s, closed loop, uniform | {f['base']['uniform_per_s']:,.0f} | "
+                      f"{f['head']['uniform_per_s']:,.0f} | {ratio:.2f}× | >= 2.5× |", lines)
+        self.assertEqual(summary["pg_cpu_over_floor"], f["head"]["cpu_us"]["postgres"] / 480.0)
+        self.assertEqual(len(summary["targets"]), 6)  # the five rows, the hot one in two parts
+        self.assert_targets(lines, summary["targets"])
+        with open(self.file("compare.png"), "rb") as png:
+            self.assertEqual(png.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertEqual(lines[-1], f"results: {self.results}")
+
+    def test_without_a_floor_there_is_no_floor_target(self):
+        lines, summary = self.compare()
+        self.assertIsNone(summary["pg_cpu_over_floor"])
+        self.assertEqual(len(summary["targets"]), 5)
+
+
 class HelpTest(unittest.TestCase):
     def test_every_tool_says_what_it_reads_and_writes(self):
         for name, words in (("run_figures.py", ("runs.jsonl", "NAME.json")), ("summary.py", ("runs.jsonl", "summary.json")),
-                            ("median_throughput.py", ("runs.jsonl",)), ("values_only.py", ("bench/floor",))):
+                            ("median_throughput.py", ("runs.jsonl",)), ("values_only.py", ("bench/floor",)),
+                            ("compare.py", ("runs.jsonl", "summary.json", "compare.png"))):
             with self.subTest(tool=name):
                 out = tool(name, "--help").stdout
                 for word in words:

@@ -1,0 +1,87 @@
+-- The write set of the saga store before issue 20, kept for comparison
+-- (transfer_store.sql is today's). The rows one batch of :n transfer sagas
+-- wrote, as the three transactions the orchestrator committed for each
+-- (the create with the hold in flight, the save with the credit in flight,
+-- the final save):
+-- the saga row, its two state-change events (created, completed), and one
+-- attempt row per call, written when sent and updated when answered (the
+-- capture's only once, answered). No lookups, no leases.
+\set n 50
+SELECT nextval('floor_batch') AS b \gset
+BEGIN;
+INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, created_at,
+                  updated_at, deadline, wake_at, lease_owner, version)
+  SELECT 'sg-' || :b || '-' || g, 'bench', 'transfer', 'tr-' || :b || '-' || g, md5(:b || '-' || g) || md5(g || '-' || :b),
+         'transfer',
+         ('{"source":"acc-' || ((:b * :n + g * 7919) % 10000) || '","destination":"acc-'
+          || (10000 + (:b * :n + g * 7907) % 10000) || '","amount":1,"timeout_ms":10000}')::jsonb,
+         'running',
+         ('{"calls":[[{"f":{"s":"sent","n":1,"c":"","d":0,"t0":1764650000000,"t1":0,"dv":false},'
+          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[],[]],"pivoted":false}')::json,
+         now(), now(), now() + interval '10 s', now() + interval '1 s', 'orch-1-0a1b2c3d', 1
+  FROM generate_series(1, :n) g;
+INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
+  SELECT 'bench', 'sg-' || :b || '-' || g, 1, 'saga.state',
+         ('{"saga_id":"sg-' || :b || '-' || g || '","type":"transfer","tenant":"bench","biz_id":"tr-' || :b || '-' || g
+          || '","state":"running","input":{"from_account":"acc-' || ((:b * :n + g * 7919) % 10000)
+          || '","to_account":"acc-' || (10000 + (:b * :n + g * 7907) % 10000) || '","amount":1},"steps":['
+          || '{"name":"hold_source","state":"running","attempts":1,"started_at":"2026-12-02T05:00:00.000Z"},'
+          || '{"name":"credit_destination","state":"pending","attempts":0},'
+          || '{"name":"capture_source","state":"pending","attempts":0}],'
+          || '"created_at":"2026-12-02T05:00:00.000Z","updated_at":"2026-12-02T05:00:00.000Z",'
+          || '"deadline":"2026-12-02T05:00:10.000Z","version":1}')::jsonb
+  FROM generate_series(1, :n) g;
+INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at)
+  SELECT 'sg-' || :b || '-' || g, 'hold_source', 0, false, 1, 's0',
+         ('{"type":"hold","tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
+          || '","biz_id":"sg-' || :b || '-' || g || ':hold","amount":1}')::json, now()
+  FROM generate_series(1, :n) g;
+COMMIT;
+BEGIN;
+UPDATE saga s SET progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000000,"t1":1764650000005,"dv":true},'
+          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[{"f":{"s":"sent","n":1,"c":"","d":0,'
+          || '"t0":1764650000006,"t1":0,"dv":false},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[]],'
+          || '"pivoted":false,"k":' || g || '}')::json,
+       updated_at = now(), wake_at = now() + interval '2 s', version = s.version + 1
+  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id, g FROM generate_series(1, :n) g) k
+  WHERE s.saga_id = k.saga_id;
+UPDATE saga_step t SET outcome = 'succeeded', code = NULL, answered_at = now()
+  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id FROM generate_series(1, :n) g) k
+  WHERE t.saga_id = k.saga_id AND t.step = 'hold_source' AND t.item = 0 AND NOT t.undo AND t.attempt = 1;
+INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at)
+  SELECT 'sg-' || :b || '-' || g, 'credit_destination', 0, false, 1, 's1',
+         ('{"type":"credit","tenant":"bench","account_id":"acc-' || (10000 + (:b * :n + g * 7907) % 10000)
+          || '","biz_id":"sg-' || :b || '-' || g || ':credit","amount":1}')::json, now()
+  FROM generate_series(1, :n) g;
+COMMIT;
+BEGIN;
+UPDATE saga s SET state = 'completed', progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000000,'
+          || '"t1":1764650000005,"dv":true},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],'
+          || '[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000006,"t1":1764650000011,"dv":true},'
+          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[{"f":{"s":"succeeded","n":1,"c":"","d":0,'
+          || '"t0":1764650000012,"t1":1764650000017,"dv":true},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,'
+          || '"dv":false}}]],"pivoted":true,"k":' || g || '}')::json,
+       updated_at = now(), wake_at = NULL, lease_owner = NULL, version = s.version + 1
+  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id, g FROM generate_series(1, :n) g) k
+  WHERE s.saga_id = k.saga_id;
+INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
+  SELECT 'bench', 'sg-' || :b || '-' || g, 3, 'saga.state',
+         ('{"saga_id":"sg-' || :b || '-' || g || '","type":"transfer","tenant":"bench","biz_id":"tr-' || :b || '-' || g
+          || '","state":"completed","input":{"from_account":"acc-' || ((:b * :n + g * 7919) % 10000)
+          || '","to_account":"acc-' || (10000 + (:b * :n + g * 7907) % 10000) || '","amount":1},"steps":['
+          || '{"name":"hold_source","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.000Z","finished_at":"2026-12-02T05:00:00.005Z"},'
+          || '{"name":"credit_destination","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.006Z","finished_at":"2026-12-02T05:00:00.011Z"},'
+          || '{"name":"capture_source","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.012Z","finished_at":"2026-12-02T05:00:00.017Z"}],'
+          || '"created_at":"2026-12-02T05:00:00.000Z","updated_at":"2026-12-02T05:00:00.017Z",'
+          || '"deadline":"2026-12-02T05:00:10.000Z","version":3}')::jsonb
+  FROM generate_series(1, :n) g;
+UPDATE saga_step t SET outcome = 'succeeded', code = NULL, answered_at = now()
+  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id FROM generate_series(1, :n) g) k
+  WHERE t.saga_id = k.saga_id AND t.step = 'credit_destination' AND t.item = 0 AND NOT t.undo AND t.attempt = 1;
+INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, answered_at)
+  SELECT 'sg-' || :b || '-' || g, 'capture_source', 0, false, 1, 's0',
+         ('{"type":"capture","tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
+          || '","biz_id":"sg-' || :b || '-' || g || ':capture","hold_id":"sg-' || :b || '-' || g || ':hold","amount":1}')::json,
+         now(), 'succeeded', now()
+  FROM generate_series(1, :n) g;
+COMMIT;
