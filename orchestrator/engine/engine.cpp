@@ -183,7 +183,15 @@ void engine::begin_compensation(saga& s, saga_error why, saga_state end) const {
   s.end_after_compensation = end;
   s.stage = phase::compensating;
   s.state = saga_state::compensating;
-  // The walk starts at the current step: its calls may be in flight.
+  // The walk starts at the last step that may have taken effect: the
+  // current one (its calls may be in flight), or a later one a recovered
+  // saga does not know the fate of (recover).
+  for (std::size_t i = s.calls.size(); i-- > s.cursor + 1;) {
+    if (std::any_of(s.calls[i].begin(), s.calls[i].end(), [](const call_state& c) { return c.may_have_applied(); })) {
+      s.cursor = i;
+      break;
+    }
+  }
 }
 
 void engine::finish(saga& s, saga_state end) const {
@@ -480,15 +488,25 @@ decision engine::on_wake(saga& s, instant now) const {
 }
 
 decision engine::recover(saga& s, instant now) const {
+  auto unknown = [&](call_progress& p) {
+    p.status = call_status::waiting;
+    p.delivered = true;  // it may have been sent before the crash
+    p.code = "recovered";
+    p.due = now;
+  };
   for (auto& step : s.calls)
     for (auto& c : step)
       for (auto* p : {&c.forward, &c.undo})
-        if (p->status == call_status::in_flight) {
-          p->status = call_status::waiting;
-          p->delivered = true;  // it may have been sent before the crash
-          p->code = "recovered";
-          p->due = now;
-        }
+        if (p->status == call_status::in_flight) unknown(*p);
+  // Calls of the steps up to the pivot that are sent before their state is
+  // saved, and not settled in this state, may have gone out since,
+  // unrecorded (a first attempt, or a resend of a call saved as waiting):
+  // going forward re-sends them with their keys; compensating fences them
+  // off first.
+  if (s.stage == phase::forward && !past_pivot(s))
+    for (std::size_t i = 1; i <= workflow_.pivot_index() && workflow_.sendable_before_saving(i); ++i)
+      for (auto& c : s.calls.at(i))
+        if (c.forward.status == call_status::idle || c.forward.status == call_status::waiting) unknown(c.forward);
   return on_wake(s, now);
 }
 

@@ -239,7 +239,10 @@ class engine {
   decision on_wake(saga& s, instant now) const;
   // The saga was loaded by an instance that did not send its calls in
   // flight (after a crash, or a lease taken over): their answers will never
-  // arrive here, so they are re-sent now with the same keys.
+  // arrive here, so they are re-sent now with the same keys. Calls of later
+  // steps up to the pivot that may have gone out before their state was
+  // written (workflow_def::sendable_before_saving) are marked unknown: sent
+  // again when the saga gets there, fenced off first when it compensates.
   decision recover(saga& s, instant now) const;
 
   enum class request_result { done, already, invalid_state };

@@ -1,5 +1,7 @@
 #include "orchestrator/workflow/definition.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +28,11 @@ constexpr contract::enum_names<undo_kind, 3> undo_kind_names{
 std::string_view to_string(undo_kind v) { return contract::name_of(undo_kind_names, v); }
 
 bool workflow_def::sendable_before_saving(std::size_t step) const {
-  return step > pivot_index() && step < steps.size() && steps[step].undo == undo_kind::none;
+  if (step == 0 || step >= steps.size()) return false;  // the first step goes out with the saga's creation
+  const auto pivot = pivot_index();
+  if (step > pivot) return steps[step].undo == undo_kind::none;
+  return std::all_of(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(pivot) + 1,
+                     [](const step_def& st) { return st.undo != undo_kind::none && !st.await_confirmation; });
 }
 
 std::size_t workflow_def::pivot_index() const {

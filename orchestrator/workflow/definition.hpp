@@ -69,9 +69,15 @@ struct workflow_def {
   // Index of the pivot step (every built-in workflow has one).
   std::size_t pivot_index() const;
   // Whether a step's calls may be sent before the saga state that sends
-  // them is durable: a forward-only step after the pivot. Whoever recovers
-  // the saga from its last durable state re-sends the pivot (same key, same
-  // stored outcome) and then this step, and never compensates either.
+  // them is durable. The first step never: it goes out once the saga's
+  // creation is durable. Up to the pivot, when every step so far can be
+  // undone and none waits for the app: whoever recovers the saga from an
+  // older state re-sends what it knows was in flight and then the next
+  // steps with the same keys (same stored outcomes), and should it
+  // compensate instead, it fences off every such step it does not know the
+  // fate of (engine::recover) — a release's tombstone, a cancelled key.
+  // After the pivot, a forward-only step: whoever recovers re-sends the
+  // pivot and then this step, and never compensates either.
   bool sendable_before_saving(std::size_t step) const;
 };
 

@@ -576,14 +576,85 @@ TEST(RevokeItems, RefundsWhatIsLeftOfEveryItemForwardOnly) {
   EXPECT_EQ(refunded_by(r, w), (std::vector<saga_item>{{"student-0", 1}}));
 }
 
-TEST(Workflows, OnlyForwardStepsAfterThePivotMaySkipTheWriteAhead) {
-  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(0));     // hold: compensable
-  EXPECT_FALSE(find_workflow("transfer")->sendable_before_saving(1));     // the pivot
-  EXPECT_TRUE(find_workflow("transfer")->sendable_before_saving(2));      // capture after the pivot
-  EXPECT_FALSE(find_workflow("deduct_held")->sendable_before_saving(1));  // its capture is the pivot
-  EXPECT_FALSE(find_workflow("batch_deduct")->sendable_before_saving(1));
+TEST(Workflows, WhichStepsMaySkipTheWriteAhead) {
+  for (const auto& w : workflows()) {
+    EXPECT_FALSE(w.sendable_before_saving(0)) << w.name;  // goes out with the saga's creation
+    EXPECT_FALSE(w.sendable_before_saving(w.steps.size())) << w.name;
+  }
+  EXPECT_TRUE(find_workflow("transfer")->sendable_before_saving(1));  // the pivot: a cancel_key fences it off
+  EXPECT_TRUE(find_workflow("transfer")->sendable_before_saving(2));  // capture after the pivot
+  EXPECT_TRUE(find_workflow("refund_transfer")->sendable_before_saving(1));
   EXPECT_TRUE(find_workflow("refund_transfer")->sendable_before_saving(2));
-  for (const auto& w : workflows()) EXPECT_FALSE(w.sendable_before_saving(w.steps.size())) << w.name;
+  // A pivot that cannot be undone could not be fenced off by a recovery
+  // that compensates: it waits for the write-ahead.
+  EXPECT_FALSE(find_workflow("batch_deduct")->sendable_before_saving(1));
+  // The capture of a held deduction follows the app's confirm.
+  EXPECT_FALSE(find_workflow("deduct_held")->sendable_before_saving(1));
+}
+
+// A transfer as its creation was written: the hold in flight. The instance
+// that wrote it may have sent the credit since, unrecorded.
+saga transfer_as_created(const engine& e) {
+  auto s = transfer_saga();
+  e.start(s, t0);
+  return s;
+}
+
+TEST(Transfer, RecoveredBeforeItsDeadlineItResendsTheHoldAndThenTheCreditWithTheSameKeys) {
+  auto e = engine_for("transfer");
+  auto s = transfer_as_created(e);
+  auto d = e.recover(s, t0 + 100ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].ref, (call_ref{0, 0, false}));
+  EXPECT_EQ(s.calls[1][0].forward.status, call_status::waiting);  // its fate unknown
+  d = e.on_answer(s, {0, 0, false}, ok(), t0 + 105ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].ref, (call_ref{1, 0, false}));
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");
+  d = e.on_answer(s, {1, 0, false}, ok(), t0 + 110ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::capture);
+  e.on_answer(s, {2, 0, false}, ok(), t0 + 115ms);
+  EXPECT_EQ(s.state, saga_state::completed);
+}
+
+TEST(Transfer, RecoveredPastItsDeadlineItCancelsTheCreditsKeyBeforeReleasingTheHold) {
+  auto e = engine_for("transfer");
+  auto s = transfer_as_created(e);
+  auto d = e.recover(s, t0 + 11s);  // the deadline was t0 + 10 s
+  EXPECT_EQ(s.state, saga_state::compensating);
+  EXPECT_EQ(s.error->code, "deadline_exceeded");
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::cancel_key);
+  EXPECT_EQ(d.send[0].target_type, "credit");
+  EXPECT_EQ(d.send[0].target_id, "sg_01TRANSFER");
+  // The key was never used: tombstoned; then the hold is released.
+  d = e.on_answer(s, {1, 0, true}, {answer_kind::cancelled, ""}, t0 + 11s + 5ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::release);
+  e.on_answer(s, {0, 0, true}, ok(), t0 + 11s + 10ms);
+  EXPECT_EQ(s.state, saga_state::failed);
+  EXPECT_EQ(s.error->code, "deadline_exceeded");
+}
+
+TEST(Transfer, RecoveredPastItsDeadlineItFinishesWhenTheUnrecordedCreditHadApplied) {
+  auto e = engine_for("transfer");
+  auto s = transfer_as_created(e);
+  e.recover(s, t0 + 11s);
+  auto d = e.on_answer(s, {1, 0, true}, {answer_kind::already_applied_succeeded, ""}, t0 + 11s + 5ms);
+  EXPECT_EQ(s.state, saga_state::running);  // past the pivot after all
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::capture);
+  e.on_answer(s, {2, 0, false}, ok(), t0 + 11s + 10ms);
+  EXPECT_EQ(s.state, saga_state::completed);
+}
+
+TEST(BatchDeduct, RecoveryMarksNoLaterStepWhenItsPivotCannotBeUndone) {
+  auto e = engine_for("batch_deduct");
+  auto s = batch(2);
+  e.start(s, t0);
+  e.recover(s, t0 + 100ms);
+  for (const auto& c : s.calls[1]) EXPECT_EQ(c.forward.status, call_status::idle);
 }
 
 TEST(Workflows, EachHasOnePivotAndOnlyForwardStepsAfterIt) {

@@ -88,6 +88,58 @@ TEST(OrchestratorCrash, KilledAtEveryStepBoundaryEverySagaEndsAndThePromisesHold
   EXPECT_EQ(c.sagas(), static_cast<std::int64_t>(cases.size()));
 }
 
+// A transfer's credit goes out without its own write-ahead (only the
+// saga's creation is durable before it): killed as the credit is sent or as
+// its answer comes, and restarted past the deadline, the recovered saga
+// must fence the credit off before it releases the hold — or find it
+// applied and finish.
+TEST(OrchestratorCrash, KilledAroundTheUnrecordedCreditAndRecoveredPastTheDeadline) {
+  cluster c;
+  std::string on[2];
+  for (int i = 0; on[0].empty() || on[1].empty(); ++i) {
+    auto id = "acc-" + std::to_string(i);
+    if (on[c.shard_of(id)].empty()) on[c.shard_of(id)] = id;
+  }
+  c.open(on[0], 1000);
+  c.open(on[1], 1000);
+  const std::pair<std::string, std::string> cases[] = {{"sending.credit_destination", "failed"},
+                                                       {"answered.credit_destination", "completed"}};
+  std::int64_t moved = 0;
+  for (const auto& [failpoint, end] : cases) {
+    SCOPED_TRACE(failpoint);
+    const json body = {{"from_account", on[0]},
+                       {"to_account", on[1]},
+                       {"amount", 7},
+                       {"timeout_ms", 1000},
+                       {"biz_id", "late-" + failpoint}};
+    auto& doomed = c.start_orchestrator({{"TALLY_FAILPOINTS", failpoint + "=crash"}});
+    const auto started = std::chrono::steady_clock::now();
+    {
+      http_client to_doomed(doomed.port());
+      post_saga(to_doomed, "transfers", body, 5000);
+    }
+    ASSERT_NE(doomed.wait_exit(10s), -1) << "the failpoint never fired: " << doomed.log_path();
+    // Restart only once the deadline has passed, so that the recovery
+    // compensates instead of going forward.
+    std::this_thread::sleep_until(started + 1500ms);
+    auto& revived = c.start_orchestrator();
+    http_client api(revived.port());
+    auto again = post_saga(api, "transfers", body, 15000);
+    ASSERT_EQ(again.status, 200) << again.body;
+    EXPECT_EQ(again.json()["state"], end) << again.body;
+    if (end == "failed") {
+      EXPECT_EQ(again.json()["error"]["code"], "deadline_exceeded") << again.body;
+    }
+    moved += end == "completed" ? 7 : 0;
+    EXPECT_EQ(c.balance(on[1]), 1000 + moved);
+    EXPECT_EQ(c.balance(on[0]), 1000 - moved);
+    auto problems = c.check_promises();
+    EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems) << " " << revived.log_path();
+    revived.terminate();
+    EXPECT_EQ(revived.wait_exit(), 0);
+  }
+}
+
 TEST(OrchestratorCrash, TwoInstancesOneKilledUnderLoadTheOtherFinishesItsSagas) {
   cluster c;
   std::vector<std::string> accounts;

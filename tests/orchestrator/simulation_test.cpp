@@ -74,6 +74,7 @@ struct sim_saga {
   bool created = false;  // the saga exists durably
   std::string kind;      // workflow name
   int incarnation = 0;   // of the orchestrator that holds `live`
+  ms timeout{0};         // a transfer's own deadline from its start; 0: the workflow's
 };
 
 enum class ev { start, wake, arrive, reply, app, crash, restart, shard_down, shard_up, freeze, unfreeze, refunds };
@@ -112,7 +113,8 @@ class simulation {
     }
     const int count = 50 + pick(0, 20);
     for (int i = 0; i < count; ++i) add_saga(ms(pick(0, 3000)));
-    for (int c = pick(0, 3); c > 0; --c) push({ms(pick(0, 20000)), 0, ev::crash});
+    // Crashes while the sagas run (they start in the first 3 s), and later.
+    for (int c = pick(0, 3); c > 0; --c) push({ms(pick(0, chance(0.5) ? 4000 : 20000)), 0, ev::crash});
     for (int s = 0; s < shards; ++s)
       for (int o = pick(0, 2); o > 0; --o) {
         auto from = ms(pick(0, 20000));
@@ -197,6 +199,9 @@ class simulation {
       do g.input.destination = random_account();
       while (g.input.destination == g.input.source);
       g.input.amount = pick(1, 80);
+      // Half of them with a short deadline, which a crash and a restart
+      // (or an outage) can outlast: recovery then compensates.
+      if (chance(0.5)) s.timeout = ms(pick(20, 2000));
     } else {
       s.kind = "batch_deduct";
       std::set<std::string> used;
@@ -293,6 +298,7 @@ class simulation {
         auto& s = sagas_[e.saga];
         if (s.created) return;
         s.incarnation = incarnation_;
+        if (s.timeout > ms(0)) s.live.deadline = at(now_ + s.timeout);
         auto d = engine_for(s.kind).start(s.live, at(now_));
         persist_and_send(e.saga, d);
         if (s.kind == "deduct_held" && chance(0.7))
@@ -442,7 +448,8 @@ class simulation {
     };
     for (const auto& s : sagas_) {
       const auto& g = s.live;
-      const auto where = "saga " + g.id + " (" + s.kind + ", " + std::string(to_string(g.state)) + "): ";
+      const auto where = "saga " + g.id + " (" + s.kind + ", " + std::string(to_string(g.state)) + ", progress " +
+                         progress_to_json(g).dump() + "): ";
       if (!s.created) return where + "never started";
       if (!is_terminal(g.state)) return where + "not terminal";
       const bool done = g.state == saga_state::completed;
