@@ -6,7 +6,6 @@
 #include <set>
 #include <tuple>
 
-#include "account_shard/store/batch_writes.hpp"
 #include "account_shard/store/fence.hpp"
 #include "common/failpoint/failpoint.hpp"
 #include "common/pg/rows.hpp"
@@ -38,16 +37,30 @@ constexpr auto account_ref_columns = std::tuple{&account_ref::tenant, &account_r
 constexpr auto op_key_columns = std::tuple{&op_key::tenant, &op_key::account_id, &op_key::biz_type, &op_key::biz_id};
 constexpr auto hold_ref_columns = std::tuple{&hold_ref::tenant, &hold_ref::account_id, &hold_ref::hold_id};
 
+// A column of a row's op_key (operations, ledger entries).
+constexpr auto of_key(auto member) {
+  return [member](const auto& row) -> const std::string& { return std::invoke(member, row.key); };
+}
+constexpr auto keyed_columns = std::tuple{of_key(&op_key::tenant), of_key(&op_key::account_id),
+                                          of_key(&op_key::biz_type), of_key(&op_key::biz_id)};
+// An enum column as its stored name.
+constexpr auto state_name = [](const auto& row) { return to_string(row.state); };
+param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
+param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
+
 // The writers plan each statement below once per connection
 // (shard_writer_session_sql), so each must have one good plan whatever the
 // tables hold: a probe by key for every element of the batch's arrays. A
 // lock is taken in a LATERAL subquery, which its FOR UPDATE keeps from being
 // merged into a join, so the probe is the only way in (rows are locked in
-// the arrays' order: key order). The writes are one statement
-// (batch_writes.cpp).
+// the arrays' order: key order). An update joins its arrays to the table by
+// key, and with hash and merge joins off in these sessions a nested loop
+// over the arrays probing the primary key is by far the cheapest plan, even
+// on empty tables. Each update passes the number of rows it must change to
+// expect_rows(), which aborts the transaction on any other count.
 //
-// Next to each statement: the enum naming the columns it reads, in its
-// order.
+// Next to each statement: the enum naming the columns it reads, or the
+// tuple of the row's columns it takes as arrays, both in its order.
 constexpr std::string_view sql_lock_accounts =
     "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, a.lot_count "
     "FROM unnest($1::text[], $2::text[]) AS k(tenant, account_id) CROSS JOIN LATERAL "
@@ -122,6 +135,104 @@ constexpr std::string_view sql_lock_named_lots =
 constexpr std::string_view sql_reserve_seqs = "SELECT nextval('ledger_seq') FROM generate_series(1, $1::int)";
 // The one column of sql_reserve_seqs and of sql_read_epoch.
 enum class value_column { value };
+
+constexpr std::string_view sql_insert_accounts =
+    "INSERT INTO account (tenant, account_id, balance, held, status, version, lot_count) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], "
+    "$7::bigint[])";
+constexpr std::string_view sql_update_accounts =
+    "WITH changed AS (UPDATE account a SET balance = u.balance, held = u.held, status = u.status, version = u.version, "
+    "lot_count = u.lot_count, updated_at = now() "
+    "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[]) "
+    "AS u(tenant, account_id, balance, held, status, version, lot_count) "
+    "WHERE a.tenant = u.tenant AND a.account_id = u.account_id RETURNING 1) "
+    "SELECT expect_rows(count(*), $8) FROM changed";
+// Both statements' columns.
+constexpr auto account_columns = std::tuple{&account_row::tenant,
+                                            &account_row::account_id,
+                                            &account_row::balance,
+                                            &account_row::held,
+                                            [](const account_row& a) { return to_string(a.status); },
+                                            &account_row::version,
+                                            &account_row::lot_count};
+constexpr std::string_view sql_insert_lots =
+    "INSERT INTO lot (tenant, account_id, lot_id, granted, remaining, held, expired, expires_at, rule_version, origin, "
+    "grace_ms, source_type, source_id, state) "
+    "SELECT t, a, id, g, r, h, x, 'epoch'::timestamptz + e * interval '1 millisecond', rv, o, gr, st, si, s "
+    "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
+    "$8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[], $14::text[]) "
+    "AS u(t, a, id, g, r, h, x, e, rv, o, gr, st, si, s)";
+constexpr auto new_lot_columns = std::tuple{&lot_row::tenant,
+                                            &lot_row::account_id,
+                                            &lot_row::lot_id,
+                                            &lot_row::granted,
+                                            &lot_row::remaining,
+                                            &lot_row::held,
+                                            &lot_row::expired,
+                                            [](const lot_row& l) { return opt_int(l.expires_at); },
+                                            &lot_row::rule_version,
+                                            [](const lot_row& l) { return to_string(l.origin); },
+                                            [](const lot_row& l) { return opt_int(l.grace_ms); },
+                                            &lot_row::source_type,
+                                            &lot_row::source_id,
+                                            state_name};
+constexpr std::string_view sql_update_lots =
+    "WITH changed AS (UPDATE lot l SET remaining = u.remaining, held = u.held, expired = u.expired, state = u.state, "
+    "updated_at = now() "
+    "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[]) "
+    "AS u(tenant, account_id, lot_id, remaining, held, expired, state) "
+    "WHERE l.tenant = u.tenant AND l.account_id = u.account_id AND l.lot_id = u.lot_id RETURNING 1) "
+    "SELECT expect_rows(count(*), $8) FROM changed";
+constexpr auto changed_lot_columns =
+    std::tuple{&lot_row::tenant, &lot_row::account_id, &lot_row::lot_id, &lot_row::remaining,
+               &lot_row::held,   &lot_row::expired,    state_name};
+constexpr std::string_view sql_insert_operations =
+    "INSERT INTO operation (tenant, account_id, biz_type, biz_id, request_hash, state, amount, reason, "
+    "balance_after, held_after, version_after, ledger_seq, refunded, lots) "
+    "SELECT t, a, bt, bi, rh, s, am, re, ba, ha, va, ls, rf, l::jsonb "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], "
+    "$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[]) "
+    "AS u(t, a, bt, bi, rh, s, am, re, ba, ha, va, ls, rf, l)";
+constexpr auto new_operation_columns = std::tuple_cat(
+    keyed_columns,
+    std::tuple{&operation_row::request_hash, state_name, &operation_row::amount,
+               [](const operation_row& o) { return opt_text(o.reason); }, &operation_row::balance_after,
+               &operation_row::held_after, &operation_row::version_after,
+               [](const operation_row& o) { return opt_int(o.ledger_seq); }, &operation_row::refunded,
+               [](const operation_row& o) { return o.lots.empty() ? param{} : param{lots_json(o.lots)}; }});
+constexpr std::string_view sql_update_refunded =
+    "WITH changed AS (UPDATE operation o SET refunded = u.refunded "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) "
+    "AS u(tenant, account_id, biz_type, biz_id, refunded) "
+    "WHERE o.tenant = u.tenant AND o.account_id = u.account_id AND o.biz_type = u.biz_type AND o.biz_id = u.biz_id "
+    "RETURNING 1) SELECT expect_rows(count(*), $6) FROM changed";
+constexpr auto refunded_columns = std::tuple_cat(keyed_columns, std::tuple{&operation_row::refunded});
+constexpr std::string_view sql_insert_holds =
+    "INSERT INTO hold (tenant, account_id, hold_id, amount, captured, state) "
+    "SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[])";
+constexpr auto new_hold_columns = std::tuple{&hold_row::tenant, &hold_row::account_id, &hold_row::hold_id,
+                                             &hold_row::amount, &hold_row::captured,   state_name};
+constexpr std::string_view sql_update_holds =
+    "WITH changed AS (UPDATE hold h SET captured = u.captured, state = u.state, updated_at = now() "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) "
+    "AS u(tenant, account_id, hold_id, captured, state) "
+    "WHERE h.tenant = u.tenant AND h.account_id = u.account_id AND h.hold_id = u.hold_id "
+    "RETURNING 1) SELECT expect_rows(count(*), $6) FROM changed";
+constexpr auto changed_hold_columns =
+    std::tuple{&hold_row::tenant, &hold_row::account_id, &hold_row::hold_id, &hold_row::captured, state_name};
+constexpr std::string_view sql_insert_ledger =
+    "INSERT INTO ledger_entry (seq, tenant, account_id, biz_type, biz_id, delta, balance_after, reverses) "
+    "SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], "
+    "$8::bigint[])";
+constexpr auto ledger_columns = std::tuple_cat(std::tuple{&ledger_row::seq}, keyed_columns,
+                                               std::tuple{&ledger_row::delta, &ledger_row::balance_after,
+                                                          [](const ledger_row& e) { return opt_int(e.reverses); }});
+constexpr std::string_view sql_insert_events =
+    "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
+    "SELECT t, a, v, e, p::jsonb FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) "
+    "AS u(t, a, v, e, p)";
+constexpr auto event_columns = std::tuple{&event_row::tenant, &event_row::account_id, &event_row::version,
+                                          &event_row::event_type, &event_row::payload};
 
 account_row account_from(const pg::row<account_column>& r) {
   using c = account_column;
@@ -278,11 +389,67 @@ read_plan read_statements(std::span<const command> commands) {
   return plan;
 }
 
+// The rows a batch writes, by statement: the new ones are inserted, the
+// changed ones updated.
+struct batch_writes {
+  std::vector<const account_row*> new_accounts, changed_accounts;
+  std::vector<const operation_row*> new_operations, refunded_operations;
+  std::vector<const hold_row*> new_holds, changed_holds;
+  std::vector<const lot_row*> new_lots, changed_lots;
+};
+
+template <class Row>
+void add_if_dirty(const Row& row, std::vector<const Row*>& inserted, std::vector<const Row*>& updated) {
+  if (row.dirty) (row.is_new ? inserted : updated).push_back(&row);
+}
+
+batch_writes writes_of(const batch_state& st) {
+  batch_writes w;
+  for (const auto& [_, a] : st.accounts) add_if_dirty(a, w.new_accounts, w.changed_accounts);
+  // An operation written before changes only by being refunded.
+  for (const auto& [_, o] : st.operations) add_if_dirty(o, w.new_operations, w.refunded_operations);
+  for (const auto& [_, h] : st.holds) add_if_dirty(h, w.new_holds, w.changed_holds);
+  for (const auto& [_, account_lots] : st.lots)
+    for (const auto& l : account_lots) add_if_dirty(l, w.new_lots, w.changed_lots);
+  return w;
+}
+
+void insert(std::vector<pg::statement>& out, std::string_view sql, const auto& rows, const auto& columns) {
+  if (!rows.empty()) out.push_back({sql, pg::arrays_of(rows, columns)});
+}
+
+// An update of rows the batch locked, with the number it must change as
+// its last parameter (expect_rows).
+void update(std::vector<pg::statement>& out, std::string_view sql, const auto& rows, const auto& columns) {
+  if (rows.empty()) return;
+  auto params = pg::arrays_of(rows, columns);
+  params.emplace_back(std::to_string(rows.size()));
+  out.push_back({sql, std::move(params)});
+}
+
+std::vector<pg::statement> write_statements(const batch_state& st) {
+  const auto w = writes_of(st);
+  std::vector<pg::statement> out;
+  insert(out, sql_insert_accounts, w.new_accounts, account_columns);
+  update(out, sql_update_accounts, w.changed_accounts, account_columns);
+  insert(out, sql_insert_operations, w.new_operations, new_operation_columns);
+  update(out, sql_update_refunded, w.refunded_operations, refunded_columns);
+  insert(out, sql_insert_holds, w.new_holds, new_hold_columns);
+  update(out, sql_update_holds, w.changed_holds, changed_hold_columns);
+  insert(out, sql_insert_lots, w.new_lots, new_lot_columns);
+  update(out, sql_update_lots, w.changed_lots, changed_lot_columns);
+  insert(out, sql_insert_ledger, st.ledger, ledger_columns);
+  insert(out, sql_insert_events, st.events, event_columns);
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string_view> batch_statements() {
-  return {sql_lock_accounts,   sql_lock_operations, sql_lock_holds,   sql_lock_open_lots,
-          sql_lock_named_lots, sql_reserve_seqs,    sql_write_batch()};
+  return {sql_lock_accounts,   sql_lock_operations, sql_lock_holds,        sql_lock_open_lots,
+          sql_lock_named_lots, sql_reserve_seqs,    sql_insert_accounts,   sql_update_accounts,
+          sql_insert_lots,     sql_update_lots,     sql_insert_operations, sql_update_refunded,
+          sql_insert_holds,    sql_update_holds,    sql_insert_ledger,     sql_insert_events};
 }
 
 asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch_context& ctx,
@@ -313,8 +480,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
     out.error = pg::error{make_error_code(pg::errc::query_failed), "", "failpoint between_statements"};
     co_return out;
   }
-  std::vector<pg::statement> writes;
-  if (auto w = write_statement(st)) writes.push_back(std::move(*w));
+  auto writes = write_statements(st);
   if (!failpoint::armed()) {
     // Nothing has to stop between the writes and the commit: one round trip.
     writes.push_back({sql_commit, {}});
