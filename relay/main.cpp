@@ -61,6 +61,7 @@ settings read_settings(const config::config& cfg) {
   s.feed.batch = static_cast<std::size_t>(cfg.get_int("batch", 500));
   s.feed.pending_max = milliseconds(cfg.get_int("idle_poll_max_ms", 50));
   s.feed.fallback = milliseconds(cfg.get_int("wake_fallback_ms", 1000));
+  s.feed.read_interval = milliseconds(cfg.get_int("read_interval_ms", 10));
   s.feed.horizon_scan = s.pump.horizon_scan = milliseconds(cfg.get_int("horizon_scan_ms", 100));
   s.pump.standby_poll = milliseconds(cfg.get_int("standby_poll_ms", 500));
   s.pump.retry_max = milliseconds(cfg.get_int("retry_max_ms", 5000));

@@ -97,7 +97,7 @@ asio::awaitable<pg::error> source_feed::async_next(const cursor& at, std::uint64
     }
     // A round is under way: wait for it when it reads this cursor and
     // began late enough, else ask for the next.
-    const auto waited = rounds_;
+    const auto waited = rounds_ + (gathering_ ? 1 : 0);  // the number it has or will have
     if (waited <= after || !in_round_.contains(key)) wanted_.try_emplace(key, at);
     asio::steady_timer done(ex_, steady_clock::time_point::max());
     round_waiters_.push_back(&done);
@@ -108,7 +108,17 @@ asio::awaitable<pg::error> source_feed::async_next(const cursor& at, std::uint64
 
 asio::awaitable<void> source_feed::async_read_round() {
   reading_ = true;
+  // Too soon after the last round: gather the cursors asked meanwhile, and
+  // read them all (and what committed meanwhile) in one round.
+  if (const auto at = last_round_at_ + options_.read_interval; steady_clock::now() < at) {
+    gathering_ = true;
+    in_round_.clear();
+    asio::steady_timer gather(ex_, at);
+    co_await gather.async_wait(asio::as_tuple(asio::use_awaitable));
+    gathering_ = false;
+  }
   const auto round = ++rounds_;
+  last_round_at_ = steady_clock::now();
   std::vector<std::string> keys;
   std::vector<cursor> cursors;
   for (auto& [key, c] : wanted_) {

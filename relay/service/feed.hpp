@@ -6,7 +6,9 @@
 // no wake since r began. Consumers at the same cursor (the usual case: every
 // sink delivered the same batches) are read for once; one that fell behind
 // (its sink failed) is read for apart, in the same round trip, until it
-// catches up with the same horizon and meets the others again.
+// catches up with the same horizon and meets the others again. Rounds
+// begin at most every read_interval: under load a round gathers what
+// committed since the last, in one batch per consumer.
 //
 // It wakes its consumers when the source notifies `tally_outbox` (a trigger
 // on the outbox table, delivered at commit), and on the wake_schedule's
@@ -39,6 +41,7 @@ struct feed_options {
   std::chrono::milliseconds pending_min{2};   // the short retry while events wait for the horizon,
   std::chrono::milliseconds pending_max{50};  // doubling up to this
   std::chrono::milliseconds db_timeout{5000};
+  std::chrono::milliseconds read_interval{10};   // rounds of reads begin at most this often
   std::chrono::milliseconds horizon_scan{100};   // see outbox_reader
   std::chrono::milliseconds listen_retry{1000};  // between attempts to listen again
 };
@@ -95,7 +98,9 @@ class source_feed {
   bool stopping_ = false;
   std::uint64_t rounds_ = 0;
   std::uint64_t woken_after_ = 0;
-  bool reading_ = false;
+  bool reading_ = false;    // a round is under way (gathering or reading)
+  bool gathering_ = false;  // the round under way waits for read_interval to pass
+  std::chrono::steady_clock::time_point last_round_at_{};
   std::map<std::string, cursor> wanted_;  // cursors to read in the next round
   std::set<std::string> in_round_;        // cursors of the round under way
   std::map<std::string, cached> cache_;   // the latest read of each cursor, for a few rounds
