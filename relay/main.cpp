@@ -4,6 +4,7 @@
 // Several instances may run: each source → sink consumer is delivered by
 // whichever instance holds its lock in the source database; the others
 // stand by and take over when it dies.
+#include <functional>
 #include <memory>
 
 #include <boost/asio/co_spawn.hpp>
@@ -21,6 +22,7 @@
 #include "common/service/runner.hpp"
 #include "common/service/settings.hpp"
 #include "common/sharding/routing.hpp"
+#include "relay/service/feed.hpp"
 #include "relay/service/pump.hpp"
 #include "relay/service/routes.hpp"
 #include "relay/sink/projection_sink.hpp"
@@ -40,6 +42,7 @@ struct settings {
   http::server_options listen;
   redis::client_options redis;
   relay::pump_options pump;
+  relay::feed_options feed;
   milliseconds push_timeout{2000};
 };
 
@@ -55,10 +58,12 @@ settings read_settings(const config::config& cfg) {
   s.redis.host = cfg.get_string("redis.host", "127.0.0.1");
   s.redis.port = static_cast<std::uint16_t>(cfg.get_int("redis.port", 6379));
   s.redis.timeout = milliseconds(cfg.get_int("redis.timeout_ms", 1000));
-  s.pump.batch = static_cast<std::size_t>(cfg.get_int("batch", 500));
-  s.pump.idle_poll_max = milliseconds(cfg.get_int("idle_poll_max_ms", 50));
+  s.feed.batch = static_cast<std::size_t>(cfg.get_int("batch", 500));
+  s.feed.pending_max = milliseconds(cfg.get_int("idle_poll_max_ms", 50));
+  s.feed.fallback = milliseconds(cfg.get_int("wake_fallback_ms", 1000));
+  s.feed.read_interval = milliseconds(cfg.get_int("read_interval_ms", 10));
+  s.feed.horizon_scan = s.pump.horizon_scan = milliseconds(cfg.get_int("horizon_scan_ms", 100));
   s.pump.standby_poll = milliseconds(cfg.get_int("standby_poll_ms", 500));
-  s.pump.horizon_scan = milliseconds(cfg.get_int("horizon_scan_ms", 100));
   s.pump.retry_max = milliseconds(cfg.get_int("retry_max_ms", 5000));
   s.pump.rebuild_page = static_cast<std::size_t>(cfg.get_int("rebuild_page", 500));
   if (s.pump.rebuild_page == 0) throw std::runtime_error("rebuild_page must be at least 1");
@@ -74,21 +79,26 @@ struct app : service::app {
       sinks_.push_back(std::make_unique<relay::push_sink>(io.get_executor(), "push:" + g.name, g.host, g.port,
                                                           s_.gateway_token, s_.push_timeout));
     }
-    for (const auto& source : s_.sources)
+    for (const auto& source : s_.sources) {
+      feeds_.push_back(std::make_unique<relay::source_feed>(io.get_executor(), source, metrics_, s_.feed));
       for (const auto& sink : sinks_)
-        pumps_.push_back(std::make_unique<relay::pump>(io.get_executor(), source, *sink, metrics_, s_.pump));
+        pumps_.push_back(std::make_unique<relay::pump>(io.get_executor(), *feeds_.back(), *sink, metrics_, s_.pump));
+    }
     ctx_ = std::make_unique<relay::route_context>(
         relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
   }
 
+  void spawn(std::function<asio::awaitable<void>()> loop) {
+    asio::co_spawn(io_, std::move(loop), [this](std::exception_ptr e) {
+      if (e) log::exit_on_failure(e);
+      if (++finished_ == tasks()) all_stopped_.cancel();
+    });
+  }
+  std::size_t tasks() const { return feeds_.size() + pumps_.size(); }
+
   asio::awaitable<void> async_start() override {
-    for (auto& p : pumps_) {
-      auto loop = [p = p.get()]() -> asio::awaitable<void> { co_await p->async_run(); };
-      asio::co_spawn(io_, loop, [this](std::exception_ptr e) {
-        if (e) log::exit_on_failure(e);
-        if (++finished_ == pumps_.size()) all_stopped_.cancel();
-      });
-    }
+    for (auto& f : feeds_) spawn([f = f.get()]() -> asio::awaitable<void> { co_await f->async_run(); });
+    for (auto& p : pumps_) spawn([p = p.get()]() -> asio::awaitable<void> { co_await p->async_run(); });
     server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_), relay::body_limits());
     server_->start();
     log::info("serving", {{"address", s_.listen.address},
@@ -104,7 +114,8 @@ struct app : service::app {
     log::info("shutting down: finishing the batches in delivery");
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(2));
     for (auto& p : pumps_) p->stop();  // each finishes its batch, saves its cursor and ends
-    if (finished_ < pumps_.size()) {
+    for (auto& f : feeds_) f->stop();
+    if (finished_ < tasks()) {
       all_stopped_.expires_after(std::chrono::seconds(10));
       co_await all_stopped_.async_wait(asio::as_tuple(asio::use_awaitable));
     }
@@ -116,11 +127,12 @@ struct app : service::app {
   metrics::registry metrics_;
   redis::client redis_;
   std::vector<std::unique_ptr<relay::sink>> sinks_;
+  std::vector<std::unique_ptr<relay::source_feed>> feeds_;  // one per source, read for all its consumers
   std::vector<std::unique_ptr<relay::pump>> pumps_;
   std::unique_ptr<relay::route_context> ctx_;
   std::unique_ptr<http::server> server_;
   std::size_t finished_ = 0;
-  asio::steady_timer all_stopped_;  // cancelled when the last pump has ended
+  asio::steady_timer all_stopped_;  // cancelled when the last feed and pump have ended
   bool stopping_ = false;
 };
 

@@ -47,14 +47,24 @@ constexpr std::string_view sql_horizon_scan =
 constexpr std::string_view sql_horizon_xmin =
     "SELECT set_config('tally.relay_horizon', greatest(pg_snapshot_xmin(pg_current_snapshot()), $1::xid8)::text,"
     " false)";
-#define TALLY_OUTBOX_AFTER(object, version)                                                              \
-  "SELECT id, tx_id::text, event_id::text, tenant, " object ", " version                                 \
-  ", event_type, payload::text,"                                                                         \
-  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                              \
-  " WHERE tx_id < current_setting('tally.relay_horizon')::xid8 AND (tx_id, id) > ($1::xid8, $2::bigint)" \
-  " ORDER BY tx_id, id LIMIT $3"
+// The events after a cursor below the horizon, then at most one row
+// (without its payload) of an event after the cursor at or above it: that
+// row says events are pending, committed or not, that the horizon has not
+// passed yet. Both branches start in the (tx_id, id) index.
+#define TALLY_HORIZON "current_setting('tally.relay_horizon')::xid8"
+#define TALLY_OUTBOX_AFTER(object, version)                                                        \
+  "(SELECT id, tx_id::text, event_id::text, tenant, " object ", " version                          \
+  ", event_type, payload::text,"                                                                   \
+  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                        \
+  " WHERE tx_id < " TALLY_HORIZON                                                                  \
+  " AND (tx_id, id) > ($1::xid8, $2::bigint) ORDER BY tx_id, id LIMIT $3)"                         \
+  " UNION ALL (SELECT id, tx_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM outbox_event" \
+  " WHERE (tx_id, id) > (greatest(" TALLY_HORIZON                                                  \
+  ", $1::xid8),"                                                                                   \
+  " CASE WHEN " TALLY_HORIZON " > $1::xid8 THEN -1 ELSE $2::bigint END) ORDER BY tx_id, id LIMIT 1)"
 constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version");
 constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version");
+#undef TALLY_HORIZON
 #undef TALLY_OUTBOX_AFTER
 constexpr std::string_view sql_accounts =
     "SELECT a.tenant, a.account_id, a.version, a.balance, a.held, a.status,"
@@ -98,21 +108,46 @@ asio::awaitable<pg::error> outbox_reader::async_load_cursor(cursor& out) {
   co_return err;
 }
 
+asio::awaitable<pg::error> outbox_reader::async_ping() {
+  pg::result r;
+  co_return co_await conn_.async_exec("SELECT 1", r, timeout_);
+}
+
 asio::awaitable<pg::error> outbox_reader::async_save_cursor(const cursor& c) {
   pg::result r;
   std::vector<pg::param> params{consumer_, c.tx_id, std::to_string(c.id)};
   co_return co_await conn_.async_exec(sql_save, std::move(params), r, timeout_);
 }
 
+asio::awaitable<pg::error> outbox_reader::async_open() {
+  if (conn_.is_open()) co_return pg::error{};
+  co_return co_await conn_.async_connect(source_.conninfo, timeout_);
+}
+
 asio::awaitable<pg::error> outbox_reader::async_next(const cursor& from, std::size_t limit,
                                                      std::vector<outbox_event>& out) {
+  std::vector<outbox_batch> batches;
+  auto err = co_await async_read(std::span<const cursor>(&from, 1), limit, batches);
+  out.clear();
+  if (!err) out = std::move(batches[0].events);
+  co_return err;
+}
+
+asio::awaitable<pg::error> outbox_reader::async_read(std::span<const cursor> from, std::size_t limit,
+                                                     std::vector<outbox_batch>& out) {
   out.clear();
   const bool shard = source_.kind == source_kind::shard;
   const auto now = std::chrono::steady_clock::now();
   const bool scan = scanned_horizon_.empty() || now - scanned_at_ >= horizon_scan_;
-  const std::vector<pg::statement> statements{
-      scan ? pg::statement{sql_horizon_scan, {}} : pg::statement{sql_horizon_xmin, {scanned_horizon_}},
-      {shard ? sql_next_shard : sql_next_saga, {from.tx_id, std::to_string(from.id), std::to_string(limit)}}};
+  std::vector<pg::statement> statements;
+  statements.reserve(from.size() + 1);
+  if (scan)
+    statements.push_back({sql_horizon_scan, {}});
+  else
+    statements.push_back({sql_horizon_xmin, {scanned_horizon_}});
+  for (const auto& c : from)
+    statements.push_back(
+        {shard ? sql_next_shard : sql_next_saga, {c.tx_id, std::to_string(c.id), std::to_string(limit)}});
   std::vector<pg::result> results;
   auto err = co_await conn_.async_pipeline(statements, results, timeout_);
   if (err) co_return err;
@@ -120,24 +155,32 @@ asio::awaitable<pg::error> outbox_reader::async_next(const cursor& from, std::si
     scanned_horizon_ = results[0].text(0, 0);
     scanned_at_ = now;
   }
-  const auto& r = results[1];
   const auto kind = shard ? object_kind::account : object_kind::saga;
-  out.reserve(static_cast<std::size_t>(r.rows()));
-  for (int i = 0; i < r.rows(); ++i) {
-    outbox_event e;
-    e.id = r.int64(i, 0);
-    e.tx_id = r.text(i, 1);
-    e.event_id = r.text(i, 2);
-    e.kind = kind;
-    e.tenant = r.text(i, 3);
-    e.object_id = r.text(i, 4);
-    e.version = r.int64(i, 5);
-    e.type = r.text(i, 6);
-    e.created_ms = r.int64(i, 8);
-    // A payload that is not an object still moves the cursor: it can never
-    // become deliverable, and holding the line for it would stop the source.
-    e.doc = public_doc(kind, r.text(i, 7), e.created_ms).value_or("");
-    out.push_back(std::move(e));
+  out.resize(from.size());
+  for (std::size_t b = 0; b < from.size(); ++b) {
+    const auto& r = results[b + 1];
+    auto& batch = out[b];
+    batch.events.reserve(static_cast<std::size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.is_null(i, 2)) {  // the marker of an event the horizon has not passed
+        batch.pending = true;
+        continue;
+      }
+      outbox_event e;
+      e.id = r.int64(i, 0);
+      e.tx_id = r.text(i, 1);
+      e.event_id = r.text(i, 2);
+      e.kind = kind;
+      e.tenant = r.text(i, 3);
+      e.object_id = r.text(i, 4);
+      e.version = r.int64(i, 5);
+      e.type = r.text(i, 6);
+      e.created_ms = r.int64(i, 8);
+      // A payload that is not an object still moves the cursor: it can never
+      // become deliverable, and holding the line for it would stop the source.
+      e.doc = public_doc(kind, r.text(i, 7), e.created_ms).value_or("");
+      batch.events.push_back(std::move(e));
+    }
   }
   co_return err;
 }

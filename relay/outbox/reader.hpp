@@ -6,6 +6,7 @@
 // every object (for a projection rebuild).
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@
 #include "relay/outbox/event.hpp"
 
 namespace tally::relay {
+
+// What one read after a cursor found: the events below the horizon, in
+// commit order, and whether events after them wait for the horizon to pass.
+struct outbox_batch {
+  std::vector<outbox_event> events;
+  bool pending = false;
+};
 
 // The current document of one object, for a rebuild.
 struct object_state {
@@ -44,13 +52,22 @@ class outbox_reader {
     scanned_horizon_.clear();
   }
 
+  // Connects (when not connected) without taking a lock: for a reader that
+  // only reads.
+  boost::asio::awaitable<pg::error> async_open();
   // Connects and tries to take the consumer's lock; `holder` tells whether
   // this reader now holds it. Losing the connection loses the lock.
   boost::asio::awaitable<pg::error> async_take_lock(bool& holder);
   boost::asio::awaitable<pg::error> async_load_cursor(cursor& out);
+  // A round trip on the connection: an error when it (and the lock) is lost.
+  boost::asio::awaitable<pg::error> async_ping();
   boost::asio::awaitable<pg::error> async_save_cursor(const cursor& c);
   // Up to `limit` events after `from`, in commit order.
   boost::asio::awaitable<pg::error> async_next(const cursor& from, std::size_t limit, std::vector<outbox_event>& out);
+  // The same after each cursor, under one horizon, in one round trip: one
+  // batch per cursor, in order.
+  boost::asio::awaitable<pg::error> async_read(std::span<const cursor> from, std::size_t limit,
+                                               std::vector<outbox_batch>& out);
   // A page of current object states after `after` (nullptr: from the
   // start), in key order; a page shorter than `limit` is the last.
   boost::asio::awaitable<pg::error> async_snapshot(const object_state* after, std::size_t limit,

@@ -23,25 +23,24 @@ std::int64_t now_ms() {
 
 }  // namespace
 
-pump::pump(asio::any_io_executor ex, source_config source, sink& target, metrics::registry& metrics,
-           pump_options options)
-    : reader_(ex, source, std::string(target.name()), options.db_timeout, options.horizon_scan),
+pump::pump(asio::any_io_executor ex, source_feed& feed, sink& target, metrics::registry& metrics, pump_options options)
+    : feed_(feed),
+      reader_(ex, feed.source(), std::string(target.name()), options.db_timeout, options.horizon_scan),
       sink_(target),
       options_(options),
       after_failure_{options.retry_min, options.retry_max},
-      when_idle_{options.idle_poll_min, options.idle_poll_max},
       timer_(ex),
       delivered_(metrics.add_counter("tally_relay_events_delivered_total", "Events delivered to a sink",
-                                     labels(source, target.name()))),
+                                     labels(feed.source(), target.name()))),
       rebuilds_(metrics.add_counter("tally_relay_rebuilds_total", "Sink rebuilds from the source database",
-                                    labels(source, target.name()))),
+                                    labels(feed.source(), target.name()))),
       lag_(metrics.add_gauge("tally_relay_lag_seconds", "Age of the last event delivered (0 when caught up)",
-                             labels(source, target.name()))),
+                             labels(feed.source(), target.name()))),
       holding_(metrics.add_gauge("tally_relay_consumer_held", "1 while this instance holds the consumer's lock",
-                                 labels(source, target.name()))),
+                                 labels(feed.source(), target.name()))),
       delivery_lag_(metrics.add_histogram("tally_relay_delivery_lag_seconds",
                                           "From an event's transaction to its delivery", metrics::latency_bounds(),
-                                          labels(source, target.name()))) {}
+                                          labels(feed.source(), target.name()))) {}
 
 void pump::stop() {
   stopping_ = true;
@@ -96,25 +95,25 @@ asio::awaitable<void> pump::async_run() {
 
 // Returns false when the source connection was lost (the lock with it).
 asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
-  std::vector<outbox_event> batch;
-  std::size_t idle = 0, failures = 0;
+  std::size_t failures = 0, read_failures = 0;
   auto next_check = std::chrono::steady_clock::now() + options_.idle_check;
+  std::uint64_t after = feed_.rounds();  // a read begun from now on
+  feed_read got;
   while (!stopping_) {
-    if (auto err = co_await reader_.async_next(at, options_.batch, batch)) {
-      lose_source("reading the outbox", err);
-      co_return false;
-    }
-    if (batch.empty()) {
-      lag_.set(0);
-      if (std::chrono::steady_clock::now() >= next_check) {
-        next_check = std::chrono::steady_clock::now() + options_.idle_check;
-        auto d = co_await sink_.async_check(reader_.source().name);
-        if (d.status == delivery_status::rebuild && !co_await rebuild()) co_return false;
-      }
-      co_await pause(retry::delay(when_idle_, idle++));
+    if (auto err = co_await feed_.async_next(at, after, got)) {
+      // The feed's connection, not this one (the lock is still held): try again.
+      co_await pause(retry::delay(after_failure_, read_failures++));
       continue;
     }
-    idle = 0;
+    read_failures = 0;
+    after = got.round;
+    const auto& batch = got.batch->events;
+    if (batch.empty()) {
+      lag_.set(0);
+      if (!co_await until_woken(after, next_check)) co_return false;
+      after = std::max(after, feed_.woken_after());
+      continue;
+    }
     auto d = co_await sink_.async_deliver(reader_.source().name, batch);
     if (d.status == delivery_status::rebuild) {
       if (!co_await rebuild()) co_return false;
@@ -141,6 +140,28 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
       lose_source("saving the cursor", err);
       co_return false;
     }
+  }
+  co_return true;
+}
+
+asio::awaitable<bool> pump::until_woken(std::uint64_t after, std::chrono::steady_clock::time_point& next_check) {
+  while (!stopping_ && feed_.woken_after() < after) {
+    if (std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + options_.idle_check;
+      // Idle, the lock's connection carries nothing else: a lost one (and the
+      // lock with it) is found here, not at the next save.
+      if (auto err = co_await reader_.async_ping()) {
+        lose_source("checking the connection", err);
+        co_return false;
+      }
+      auto d = co_await sink_.async_check(reader_.source().name);
+      if (d.status == delivery_status::rebuild) co_return co_await rebuild();  // then read: events may be waiting
+      continue;
+    }
+    timer_.expires_at(next_check);
+    feed_.watch(timer_);
+    co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    feed_.unwatch(timer_);
   }
   co_return true;
 }

@@ -3,10 +3,6 @@
 // other databases.
 #include <gtest/gtest.h>
 
-#include <libpq-fe.h>
-
-#include <memory>
-#include <stdexcept>
 #include <string>
 
 #include <boost/asio/steady_timer.hpp>
@@ -14,6 +10,7 @@
 
 #include "common/migrate/migrate.hpp"
 #include "relay/outbox/reader.hpp"
+#include "tests/relay/pg_session.hpp"
 #include "tests/support/pg_fixture.hpp"
 #include "tests/support/run_coroutine.hpp"
 
@@ -23,26 +20,8 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// A session that can hold a transaction open between statements.
-class session {
- public:
-  explicit session(const std::string& conninfo) : c_(PQconnectdb(conninfo.c_str()), &PQfinish) {
-    if (PQstatus(c_.get()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(c_.get()));
-  }
-  void exec(const std::string& sql) {
-    std::unique_ptr<PGresult, decltype(&PQclear)> r(PQexec(c_.get(), sql.c_str()), &PQclear);
-    const auto s = PQresultStatus(r.get());
-    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) throw std::runtime_error(PQerrorMessage(c_.get()));
-  }
-
- private:
-  std::unique_ptr<PGconn, decltype(&PQfinish)> c_;
-};
-
-std::string event_sql(const std::string& account) {
-  return "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) VALUES ('t', '" +
-         account + "', 1, 'account.opened', '{\"account_id\":\"" + account + "\"}')";
-}
+using relay_test::event_sql;
+using relay_test::session;
 
 class RelayOrder : public ::testing::Test {
  protected:

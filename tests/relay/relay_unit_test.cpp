@@ -5,6 +5,7 @@
 
 #include "relay/outbox/event.hpp"
 #include "relay/service/pump.hpp"
+#include "relay/service/wake.hpp"
 #include "relay/sink/push_sink.hpp"
 
 namespace tally::relay {
@@ -88,6 +89,40 @@ TEST(PushBody, SplitsLargeBatches) {
   for (const auto& b : bodies) total += json::parse(b)["events"].size();
   EXPECT_EQ(total, 5u);
   EXPECT_TRUE(push_bodies("o", {}, 250).empty());
+}
+
+TEST(WakeSchedule, FallsBackSlowlyAfterTheLastWake) {
+  using namespace std::chrono_literals;
+  const std::chrono::steady_clock::time_point t0{};
+  wake_schedule s(1000ms, retry::backoff{2ms, 50ms}, t0);
+  EXPECT_EQ(s.due(), t0 + 1000ms);
+  s.read(t0 + 5ms, false);  // nothing pending: still the fallback
+  EXPECT_EQ(s.due(), t0 + 1000ms);
+  s.woken(t0 + 400ms);  // a notification: the fallback counts from it
+  EXPECT_EQ(s.due(), t0 + 1400ms);
+}
+
+TEST(WakeSchedule, RetriesSoonWhileEventsWaitForTheHorizon) {
+  using namespace std::chrono_literals;
+  const std::chrono::steady_clock::time_point t0{};
+  wake_schedule s(1000ms, retry::backoff{2ms, 50ms}, t0);
+  s.read(t0, true);
+  EXPECT_EQ(s.due(), t0 + 2ms);
+  s.read(t0 + 1ms, true);  // another round before the retry: the retry stays
+  EXPECT_EQ(s.due(), t0 + 2ms);
+  s.woken(t0 + 2ms);  // the retry (or a notification) wakes; the next read decides again
+  EXPECT_EQ(s.due(), t0 + 1002ms);
+  s.read(t0 + 3ms, true);  // still pending: the pause doubles
+  EXPECT_EQ(s.due(), t0 + 7ms);
+  s.woken(t0 + 7ms);
+  s.read(t0 + 8ms, false);  // passed: the pauses start over
+  s.read(t0 + 9ms, true);
+  EXPECT_EQ(s.due(), t0 + 11ms);
+  for (int i = 0; i < 10; ++i) {
+    s.woken(t0 + 20ms);
+    s.read(t0 + 20ms, true);
+  }
+  EXPECT_EQ(s.due(), t0 + 70ms);  // at most the maximum pause
 }
 
 }  // namespace
