@@ -6,6 +6,7 @@
 #include "gateway/api/requests.hpp"
 #include "gateway/auth/api_keys.hpp"
 #include "gateway/limit/token_bucket.hpp"
+#include "gateway/service/busy_answer.hpp"
 #include "gateway/stream/messages.hpp"
 
 namespace tally::gateway {
@@ -84,6 +85,20 @@ TEST(TokenBucket, RetryAfterIsWholeSecondsRoundedUp) {
   EXPECT_EQ(retry_after_seconds(1), 1);
   EXPECT_EQ(retry_after_seconds(1000), 1);
   EXPECT_EQ(retry_after_seconds(1001), 2);
+}
+
+TEST(UpstreamAnswers, AnAccountBusyFromAnyUpstreamIs429WithWholeSecondsAtLeastOne) {
+  const std::string busy = R"({"error":{"code":"account_busy","message":"m","request_id":"r"}})";
+  EXPECT_EQ(account_busy_retry_after(429, busy, "3"), 3);
+  EXPECT_EQ(account_busy_retry_after(429, busy, ""), 1);
+  for (const char* unusable : {"0", "-2", "1.5", "soon", "2 "})
+    EXPECT_EQ(account_busy_retry_after(429, busy, unusable), 1);
+  EXPECT_EQ(account_busy_retry_after(503, busy, ""), 1);  // whatever status the upstream chose
+  EXPECT_FALSE(account_busy_retry_after(429, R"({"error":{"code":"rate_limited"}})", "2"));
+  EXPECT_FALSE(account_busy_retry_after(503, R"({"error":{"code":"unavailable"}})", ""));
+  EXPECT_FALSE(account_busy_retry_after(200, R"({"status":"succeeded","code":"account_busy"})", ""));
+  EXPECT_FALSE(account_busy_retry_after(429, "not json", "1"));
+  EXPECT_FALSE(account_busy_retry_after(429, R"({"error":"account_busy"})", "1"));
 }
 
 TEST(LocalLimiter, TakesAllOrNothing) {
