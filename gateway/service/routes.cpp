@@ -13,7 +13,7 @@
 #include "common/log/log.hpp"
 #include "common/projection/keys.hpp"
 #include "common/validate/fields.hpp"
-#include "gateway/service/busy_answer.hpp"
+#include "gateway/service/hot_accounts.hpp"
 #include "gateway/service/router.hpp"
 #include "gateway/stream/messages.hpp"
 

@@ -1,4 +1,4 @@
-#include "gateway/service/busy_answer.hpp"
+#include "gateway/service/hot_accounts.hpp"
 
 #include <charconv>
 
@@ -19,6 +19,18 @@ std::optional<std::int64_t> account_busy_retry_after(unsigned status, std::strin
   const auto [end, ec] = std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), seconds);
   if (ec != std::errc() || end != retry_after.data() + retry_after.size() || seconds < 1) return 1;
   return seconds;
+}
+
+void keep_own_hot_accounts(nlohmann::json& status, const std::string& tenant) {
+  auto admission = status.find("admission");
+  if (admission == status.end() || !admission->is_object() || !admission->contains("hottest")) return;
+  auto own = nlohmann::json::array();
+  for (auto& a : (*admission)["hottest"])
+    if (a.is_object() && a.value("tenant", std::string()) == tenant) {
+      a.erase("tenant");
+      own.push_back(std::move(a));
+    }
+  (*admission)["hottest"] = std::move(own);
 }
 
 }  // namespace tally::gateway
