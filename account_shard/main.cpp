@@ -70,6 +70,10 @@ settings read_settings(const config::config& cfg) {
     throw std::runtime_error("commit_mode must be group or per-command");
   }
   s.commit.statement_timeout = std::chrono::milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
+  // Hot-account admission: the longest a command may wait behind its own account.
+  const auto max_wait_ms = cfg.get_int("admission.max_wait_ms", 20);
+  if (max_wait_ms < 0 || max_wait_ms > 60'000) throw std::runtime_error("admission.max_wait_ms must be 0 to 60000");
+  s.commit.admission.max_wait = std::chrono::milliseconds(max_wait_ms);
   s.read_pool = static_cast<std::size_t>(cfg.get_int("database.read_pool", 4));
   s.expiry.interval = std::chrono::milliseconds(cfg.get_int("expiry.interval_ms", 1000));
   s.expiry.batch = static_cast<int>(cfg.get_int("expiry.batch", 200));
@@ -139,6 +143,8 @@ struct app : service::app {
                           {"port", server_->port()},
                           {"epoch", epoch_},
                           {"max_batch", s_.commit.max_batch},
+                          {"admission_max_wait_ms",
+                           std::chrono::duration_cast<std::chrono::milliseconds>(s_.commit.admission.max_wait).count()},
                           {"workers", s_.commit.workers}});
     co_await lead_.async_watch(std::chrono::milliseconds(500), [] {
       log::error("exiting: the writer lock is no longer held");

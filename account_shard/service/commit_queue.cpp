@@ -1,11 +1,22 @@
 #include "account_shard/service/commit_queue.hpp"
 
+#include <algorithm>
+#include <span>
+#include <unordered_map>
+#include <utility>
+
 #include "account_shard/store/batch.hpp"
 #include "common/log/log.hpp"
 
 namespace tally::shard {
 
 namespace asio = boost::asio;
+
+namespace {
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
 
 commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_options options,
                            const shard_clock& clock, metrics::registry& m, std::function<void()> on_fenced)
@@ -24,13 +35,23 @@ commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_o
       queue_wait_(m.add_histogram("tally_shard_queue_wait_seconds",
                                   "Time a command waited in the commit queue before its batch started",
                                   metrics::latency_bounds())),
+      account_wait_(m.add_histogram(
+          "tally_shard_account_wait_seconds",
+          "Time a command that queued behind its own account (commands queued or a batch running on it) waited "
+          "before its batch started, refused ones included",
+          metrics::latency_bounds())),
+      busy_on_arrival_(m.add_counter("tally_shard_account_busy_total",
+                                     "Commands refused account_busy (nothing decided or written)", R"(at="arrival")")),
+      busy_at_start_(m.add_counter("tally_shard_account_busy_total",
+                                   "Commands refused account_busy (nothing decided or written)", R"(at="start")")),
+      deepest_account_(m.add_gauge("tally_shard_hottest_account_queued",
+                                   "Commands queued for the account with the most, when the last batch started")),
       queue_(
           ex,
           {options.workers, options.max_batch,
            [](const command& c) { return batch_state::account_key(c.tenant, c.account_id); },
-           [this](std::chrono::steady_clock::duration waited) {
-             queue_wait_.observe(std::chrono::duration<double>(waited).count());
-           }},
+           [this](const queue_type::wait_info& w) { note_start(w); },
+           [this](const queue_type::wait_info& w) { return refuse_at_start(w); }},
           [this](std::size_t, std::vector<command>& batch, std::vector<submit_result>& results) {
             return run_batch(batch, results);
           },
@@ -41,8 +62,83 @@ void commit_queue::start(std::int64_t writer_epoch) {
   queue_.start();
 }
 
+submit_result commit_queue::busy(std::chrono::milliseconds retry_after) {
+  submit_result r{submit_status::account_busy, {}, "account busy", retry_after};
+  return r;
+}
+
+admission commit_queue::admit_now(const std::string& account, std::size_t ahead) const {
+  const auto k = queue_.key_state(account);
+  account_queue q;
+  q.queued_ahead = k.queued + ahead;
+  if (k.held_since)
+    q.in_flight_for = std::chrono::duration_cast<micros>(std::chrono::steady_clock::now() - *k.held_since);
+  q.batch_time = batch_time_;
+  q.max_batch = options_.max_batch;
+  return admit(q, options_.admission);
+}
+
+asio::awaitable<submit_result> commit_queue::async_submit(command c) {
+  if (options_.admission.enabled()) {
+    const auto a = admit_now(batch_state::account_key(c.tenant, c.account_id), 0);
+    if (!a.admitted) {
+      busy_on_arrival_.inc();
+      co_return busy(a.retry_after);
+    }
+  }
+  co_return co_await queue_.async_submit(std::move(c));
+}
+
+asio::awaitable<std::vector<submit_result>> commit_queue::async_submit_many(std::vector<command> commands) {
+  if (!options_.admission.enabled()) co_return co_await queue_.async_submit_many(std::move(commands));
+  std::vector<submit_result> results(commands.size());
+  std::vector<command> admitted;
+  std::vector<std::size_t> positions;                  // of the admitted commands, in `results`
+  std::unordered_map<std::string, std::size_t> ahead;  // this request's admitted commands per account
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    auto account = batch_state::account_key(commands[i].tenant, commands[i].account_id);
+    const auto a = admit_now(account, ahead[account]);
+    if (!a.admitted) {
+      busy_on_arrival_.inc();
+      results[i] = busy(a.retry_after);
+      continue;
+    }
+    ++ahead[account];
+    positions.push_back(i);
+    admitted.push_back(std::move(commands[i]));
+  }
+  if (admitted.empty()) co_return results;
+  auto decided = co_await queue_.async_submit_many(std::move(admitted));
+  for (std::size_t j = 0; j < decided.size(); ++j) results[positions[j]] = std::move(decided[j]);
+  co_return results;
+}
+
+void commit_queue::note_start(const queue_type::wait_info& w) {
+  queue_wait_.observe(seconds(w.waited));
+  if (w.behind_key) account_wait_.observe(seconds(w.waited));
+}
+
+std::optional<submit_result> commit_queue::refuse_at_start(const queue_type::wait_info& w) {
+  if (!shard::refuse_at_start(std::chrono::duration_cast<micros>(w.waited), w.behind_key, options_.admission))
+    return std::nullopt;
+  busy_at_start_.inc();
+  // Its account is being written now: a safe wait later, the queue that made it late should be gone.
+  return busy(std::max(std::chrono::ceil<std::chrono::milliseconds>(options_.admission.max_wait),
+                       std::chrono::milliseconds(1)));
+}
+
+void commit_queue::note_batch_time(micros t) {
+  recent_batches_[recent_count_ % recent_batches_.size()] = t;
+  ++recent_count_;
+  const auto n = std::min(recent_count_, recent_batches_.size());
+  batch_time_ = expected_batch_time(std::span<const micros>(recent_batches_.data(), n));
+}
+
 asio::awaitable<void> commit_queue::run_batch(std::vector<command>& batch, std::vector<submit_result>& results) {
   const auto started = std::chrono::steady_clock::now();
+  std::size_t deepest = 0;
+  for (const auto& [account, queued] : queue_.queued_by_key()) deepest = std::max(deepest, queued);
+  deepest_account_.set(static_cast<double>(deepest));
   for (int attempt = 0;; ++attempt) {
     pg::lease conn;
     pg::error err = co_await writers_.async_acquire(conn);
@@ -57,7 +153,9 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<command>& batch, std::
       batches_.inc();
       commands_.inc(batch.size());
       batch_size_.observe(static_cast<double>(batch.size()));
-      batch_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      const auto took = std::chrono::steady_clock::now() - started;
+      batch_seconds_.observe(seconds(took));
+      note_batch_time(std::chrono::duration_cast<micros>(took));
       for (std::size_t i = 0; i < batch.size(); ++i)
         results[i] = {submit_status::decided, std::move(out.replies[i]), {}};
       co_return;
@@ -93,6 +191,30 @@ nlohmann::json commit_queue::stats() const {
           {"mean_batch_size", batches ? static_cast<double>(commands_.value()) / static_cast<double>(batches) : 0.0},
           {"mean_commit_ms",
            batch_seconds_.count() ? batch_seconds_.sum() * 1000.0 / static_cast<double>(batch_seconds_.count()) : 0.0}};
+}
+
+nlohmann::json commit_queue::admission_stats(std::size_t top) const {
+  std::vector<std::pair<std::string, std::size_t>> queued(queue_.queued_by_key().begin(), queue_.queued_by_key().end());
+  const auto n = std::min(top, queued.size());
+  std::partial_sort(
+      queued.begin(), queued.begin() + static_cast<std::ptrdiff_t>(n), queued.end(),
+      [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  auto hottest = nlohmann::json::array();
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& [key, count] = queued[i];
+    const auto split = key.find('\x1f');
+    nlohmann::json a{{"tenant", key.substr(0, split)}, {"account_id", key.substr(split + 1)}, {"queued", count}};
+    const auto held = queue_.key_state(key).held_since;
+    a["batch_running_ms"] =
+        held ? nlohmann::json(std::chrono::duration<double, std::milli>(now - *held).count()) : nlohmann::json(nullptr);
+    hottest.push_back(std::move(a));
+  }
+  return {{"max_wait_ms", std::chrono::duration<double, std::milli>(options_.admission.max_wait).count()},
+          {"expected_batch_ms", std::chrono::duration<double, std::milli>(batch_time_).count()},
+          {"refused_on_arrival", busy_on_arrival_.value()},
+          {"refused_at_start", busy_at_start_.value()},
+          {"hottest", std::move(hottest)}};
 }
 
 }  // namespace tally::shard

@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/command.hpp"
+#include "common/contract/errors.hpp"
 #include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
 #include "common/log/log.hpp"
+#include "common/retry/backoff.hpp"
 #include "common/validate/fields.hpp"
 
 namespace tally::shard {
@@ -25,6 +27,7 @@ using http::response;
 namespace {
 
 constexpr std::size_t max_batch_commands = 1000;
+constexpr std::size_t hottest_accounts = 5;  // listed by GET /v1/status
 
 using http::query_param;
 using http::split_target;
@@ -49,11 +52,25 @@ response from_query(const request& req, const query_result& r) {
   return json(req, 200, r.body);
 }
 
+// Refused by hot-account admission: nothing was decided or written.
+response account_busy(const request& req, std::chrono::milliseconds retry_after) {
+  auto res = http::make_error_response(
+      req, contract::error_code::account_busy,
+      "the account has more commands queued than it can start within the shard's maximum wait; resend the same "
+      "key after " +
+          std::to_string(retry_after.count()) + " ms");
+  res.set(bhttp::field::retry_after, std::to_string(retry::retry_after_seconds(retry_after.count())));
+  return res;
+}
+
 std::string result_json(const submit_result& r) {
   switch (r.status) {
     case submit_status::decided: return reply_json(r.decision);
     case submit_status::unavailable: return R"({"status":"unavailable","code":"unavailable"})";
     case submit_status::outcome_unknown: return R"({"status":"unavailable","code":"outcome_unknown"})";
+    case submit_status::account_busy:
+      return R"({"status":"unavailable","code":"account_busy","retry_after_ms":)" +
+             std::to_string(r.retry_after.count()) + "}";
   }
   return "{}";
 }
@@ -232,13 +249,17 @@ class router {
     auto r = co_await ctx_.commits.async_submit(std::move(std::get<command>(parsed)));
     if (r.status == submit_status::unavailable) co_return unavailable(req);
     if (r.status == submit_status::outcome_unknown) co_return unavailable(req, "outcome_unknown");
+    if (r.status == submit_status::account_busy) co_return account_busy(req, r.retry_after);
     co_return http::make_json_response(req, 200, reply_json(r.decision));
   }
 
   // For operators: whether this instance writes, its commit figures, and
   // how far the relay is behind this shard's outbox.
   asio::awaitable<response> status(const request& req, const call&) {
-    nlohmann::json body{{"leader", ctx_.ready()}, {"epoch", ctx_.writer_epoch()}, {"commits", ctx_.commits.stats()}};
+    nlohmann::json body{{"leader", ctx_.ready()},
+                        {"epoch", ctx_.writer_epoch()},
+                        {"commits", ctx_.commits.stats()},
+                        {"admission", ctx_.commits.admission_stats(hottest_accounts)}};
     auto backlog = co_await ctx_.reads.async_outbox_backlog();
     body["outbox"] = backlog.error ? nlohmann::json(nullptr) : backlog.body;
     co_return json(req, 200, body);

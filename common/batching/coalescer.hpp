@@ -12,6 +12,10 @@
 // so each key's items are flushed in arrival order and concurrent flushes
 // never contend for the same thing (the shard's accounts).
 //
+// Keyed, it also says what is queued per key and since when a running
+// batch holds a key (the shard's hot-account admission reads it), and may
+// refuse an item when its batch starts instead of flushing it.
+//
 // For use on one io_context thread. Destroying the coalescer answers every
 // waiting caller with the `closed` result; workers still flushing stop
 // without touching it. async_drain() is the orderly end: new items are
@@ -21,7 +25,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -46,18 +52,37 @@ class coalescer {
   using flush_fn = std::function<boost::asio::awaitable<void>(std::size_t worker, std::vector<Item>& items,
                                                               std::vector<Result>& results)>;
 
+  using clock = std::chrono::steady_clock;
+
+  // How long an item waited in the queue when its batch started, and
+  // whether it arrived behind its key (items with its key were queued, or
+  // a running batch held it).
+  struct wait_info {
+    clock::duration waited{};
+    bool behind_key = false;
+  };
+
   struct options {
     std::size_t workers = 1;
     std::size_t max_batch = 1;
     // An item's key; none: any items may share a batch and run concurrently.
     std::function<std::string(const Item&)> key;
-    // Told, when a batch starts, how long each of its items waited in the queue.
-    std::function<void(std::chrono::steady_clock::duration)> on_wait;
+    // Told, when a batch starts, how long each of its items waited.
+    std::function<void(const wait_info&)> on_wait;
+    // Asked, when a batch starts, for each of its items: a result answers
+    // the item at once and leaves it out of the flush.
+    std::function<std::optional<Result>(const wait_info&)> refuse_at_start;
+  };
+
+  // One key now: its items queued, and since when a running batch holds it.
+  struct key_view {
+    std::size_t queued = 0;
+    std::optional<clock::time_point> held_since;
   };
 
   // Starts the workers at once.
   coalescer(boost::asio::any_io_executor ex, std::size_t workers, std::size_t max_batch, flush_fn flush, Result closed)
-      : coalescer(ex, options{workers, max_batch, {}, {}}, std::move(flush), std::move(closed)) {
+      : coalescer(ex, options{workers, max_batch, {}, {}, {}}, std::move(flush), std::move(closed)) {
     start();
   }
 
@@ -137,6 +162,14 @@ class coalescer {
 
   std::size_t queued() const { return queue_.size(); }
   std::size_t flushes() const { return flushes_; }
+  key_view key_state(const std::string& key) const {
+    key_view v;
+    if (auto q = queued_by_key_.find(key); q != queued_by_key_.end()) v.queued = q->second;
+    if (auto h = held_since_.find(key); h != held_since_.end()) v.held_since = h->second;
+    return v;
+  }
+  // Every key with items queued, and how many.
+  const std::unordered_map<std::string, std::size_t>& queued_by_key() const { return queued_by_key_; }
 
  private:
   struct pending {
@@ -146,6 +179,7 @@ class coalescer {
     boost::asio::steady_timer* done = nullptr;
     bool finished = false;
     std::chrono::steady_clock::time_point queued;
+    bool behind_key = false;
   };
 
   pending make_pending(Item item, boost::asio::steady_timer& done, std::chrono::steady_clock::time_point queued) {
@@ -165,7 +199,12 @@ class coalescer {
     bool takeable = !options_.key;
     for (auto* p = first; p != last; ++p) {
       queue_.push_back(p);
-      takeable = takeable || !in_flight_keys_.contains(p->key);
+      const bool held = in_flight_keys_.contains(p->key);
+      takeable = takeable || !held;
+      if (!options_.key) continue;
+      auto& queued = queued_by_key_[p->key];
+      p->behind_key = held || queued > 0;
+      ++queued;
     }
     if (takeable) wake_worker();
   }
@@ -199,6 +238,8 @@ class coalescer {
     for (std::size_t i = 0; i < queue_.size(); ++i) {
       if (next < pick.taken.size() && pick.taken[next] == i) {
         batch.push_back(queue_[i]);
+        if (auto q = queued_by_key_.find(queue_[i]->key); q != queued_by_key_.end() && --q->second == 0)
+          queued_by_key_.erase(q);
         ++next;
       } else {
         left.push_back(queue_[i]);
@@ -206,6 +247,8 @@ class coalescer {
     }
     queue_ = std::move(left);
     in_flight_keys_.insert(pick.claimed.begin(), pick.claimed.end());
+    const auto now = clock::now();
+    for (const auto& key : pick.claimed) held_since_[key] = now;
     return pick;
   }
 
@@ -235,19 +278,34 @@ class coalescer {
       if (pick.eligible_left) wake_worker();
       const auto started = std::chrono::steady_clock::now();
       items.clear();
+      std::size_t kept = 0;
       for (auto* p : batch) {
+        const wait_info w{started - p->queued, p->behind_key};
+        if (options_.on_wait) options_.on_wait(w);
+        if (options_.refuse_at_start) {
+          if (auto refused = options_.refuse_at_start(w)) {
+            finish(p, std::move(*refused));
+            continue;
+          }
+        }
+        batch[kept++] = p;
         in_flight_.insert(p);
         items.push_back(std::move(p->item));
-        if (options_.on_wait) options_.on_wait(started - p->queued);
       }
-      results.assign(batch.size(), Result{});
-      ++flushes_;
-      co_await flush_(index, items, results);
-      if (!*alive) co_return;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (in_flight_.erase(batch[i]) == 1) finish(batch[i], std::move(results[i]));
+      batch.resize(kept);
+      if (!batch.empty()) {
+        results.assign(batch.size(), Result{});
+        ++flushes_;
+        co_await flush_(index, items, results);
+        if (!*alive) co_return;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          if (in_flight_.erase(batch[i]) == 1) finish(batch[i], std::move(results[i]));
+        }
       }
-      for (const auto& key : pick.claimed) in_flight_keys_.erase(key);
+      for (const auto& key : pick.claimed) {
+        in_flight_keys_.erase(key);
+        held_since_.erase(key);
+      }
     }
   }
 
@@ -256,9 +314,11 @@ class coalescer {
   flush_fn flush_;
   Result closed_;
   std::deque<pending*> queue_;
-  std::unordered_set<pending*> in_flight_;          // taken by a worker, not answered yet
-  std::unordered_set<std::string> in_flight_keys_;  // the keys of the running batches
-  std::deque<boost::asio::steady_timer*> idle_;     // each waits on its own timer
+  std::unordered_set<pending*> in_flight_;                         // taken by a worker, not answered yet
+  std::unordered_set<std::string> in_flight_keys_;                 // the keys of the running batches
+  std::unordered_map<std::string, clock::time_point> held_since_;  // ...and when their batch started
+  std::unordered_map<std::string, std::size_t> queued_by_key_;     // keyed: items queued per key
+  std::deque<boost::asio::steady_timer*> idle_;                    // each waits on its own timer
   bool draining_ = false;
   std::size_t running_ = 0;  // workers started and not stopped by a drain
   boost::asio::steady_timer drained_;

@@ -15,11 +15,12 @@ enum class error_code {
   payload_too_large,     // 413
   idempotency_conflict,  // 422
   rate_limited,          // 429
+  account_busy,          // 429: the account's queue is past the shard's safe wait; nothing changed, retry later
   internal,              // 500
   unavailable,           // 503: not accepted; safe to retry with the same biz_id
 };
 
-inline constexpr enum_names<error_code, 10> error_code_names{
+inline constexpr enum_names<error_code, 11> error_code_names{
     {{error_code::invalid_request, "invalid_request"},
      {error_code::unauthorized, "unauthorized"},
      {error_code::forbidden, "forbidden"},
@@ -28,6 +29,7 @@ inline constexpr enum_names<error_code, 10> error_code_names{
      {error_code::payload_too_large, "payload_too_large"},
      {error_code::idempotency_conflict, "idempotency_conflict"},
      {error_code::rate_limited, "rate_limited"},
+     {error_code::account_busy, "account_busy"},
      {error_code::internal, "internal"},
      {error_code::unavailable, "unavailable"}}};
 
@@ -42,7 +44,8 @@ constexpr unsigned http_status(error_code c) {
     case error_code::invalid_state: return 409;
     case error_code::payload_too_large: return 413;
     case error_code::idempotency_conflict: return 422;
-    case error_code::rate_limited: return 429;
+    case error_code::rate_limited:
+    case error_code::account_busy: return 429;
     case error_code::internal: return 500;
     case error_code::unavailable: return 503;
   }

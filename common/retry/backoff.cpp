@@ -12,4 +12,8 @@ std::chrono::milliseconds delay(const backoff& b, std::size_t n) {
 
 bool spent(const backoff& b, std::size_t n) { return n >= b.retries; }
 
+std::int64_t retry_after_seconds(std::int64_t retry_after_ms) {
+  return std::max<std::int64_t>(1, (retry_after_ms + 999) / 1000);
+}
+
 }  // namespace tally::retry

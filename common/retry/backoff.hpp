@@ -6,6 +6,7 @@
 // at start-up) and the saga engine's retry delays all ask here.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 namespace tally::retry {
@@ -22,5 +23,8 @@ struct backoff {
 std::chrono::milliseconds delay(const backoff& b, std::size_t n);
 // Whether retry `n` (0-based) is one too many.
 bool spent(const backoff& b, std::size_t n);
+
+// A pause for an HTTP client's Retry-After: whole seconds, rounded up, at least 1.
+std::int64_t retry_after_seconds(std::int64_t retry_after_ms);
 
 }  // namespace tally::retry

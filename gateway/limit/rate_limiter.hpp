@@ -18,7 +18,12 @@ namespace tally::gateway {
 
 struct rate_limits {
   bucket_limit per_key{1000, 2000};
-  bucket_limit per_account{200, 400};
+  // From what one account sustains on a shard with group commit within its
+  // 20 ms safe wait (docs/benchmarks.md, "One account's ceiling": about
+  // 9,700 debits/s): a write costs up to 2 commands on an account (hold and
+  // capture), halved again for margin; a burst of 100 writes is about the
+  // 200 commands one account's batch commits within the safe wait.
+  bucket_limit per_account{2000, 100};
 };
 
 struct admission {

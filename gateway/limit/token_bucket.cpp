@@ -23,10 +23,6 @@ take_result take(bucket_state& s, const bucket_limit& limit, std::int64_t now_ms
   return {false, static_cast<std::int64_t>(std::ceil(wait_s * 1000.0))};
 }
 
-std::int64_t retry_after_seconds(std::int64_t retry_after_ms) {
-  return std::max<std::int64_t>(1, (retry_after_ms + 999) / 1000);
-}
-
 take_all_result local_limiter::take_all(const std::vector<bucket_ref>& buckets, std::int64_t now_ms) {
   forget_idle(now_ms);
   std::vector<bucket_state> next;

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/retry/backoff.hpp"
+
 namespace tally::gateway {
 
 struct bucket_limit {
@@ -30,7 +32,7 @@ struct take_result {
 take_result take(bucket_state& s, const bucket_limit& limit, std::int64_t now_ms);
 
 // Retry-After in whole seconds, rounded up, at least 1.
-std::int64_t retry_after_seconds(std::int64_t retry_after_ms);
+using retry::retry_after_seconds;
 
 // The in-process fallback while Redis is unreachable: the same buckets,
 // counted by this gateway alone. Idle buckets are forgotten.

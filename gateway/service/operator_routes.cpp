@@ -9,6 +9,7 @@
 #include "common/metrics/scrape.hpp"
 #include "common/time/rfc3339.hpp"
 #include "common/validate/fields.hpp"
+#include "gateway/service/hot_accounts.hpp"
 #include "gateway/service/router.hpp"
 
 namespace tally::gateway {
@@ -117,7 +118,7 @@ asio::awaitable<response> router::reconciliation_reports(request& req, const cal
   co_return http::json_response(req, 200, page);
 }
 
-asio::awaitable<response> router::shards(request& req, const call&) {
+asio::awaitable<response> router::shards(request& req, const call& c) {
   auto all = json::array();
   for (std::size_t i = 0; i < ctx_.shards.size(); ++i) {
     json entry{{"shard", i}, {"name", ctx_.routes.shards()[i].name}, {"buckets", ctx_.routes.buckets_of(i)}};
@@ -125,7 +126,10 @@ asio::awaitable<response> router::shards(request& req, const call&) {
     entry["health"] = body ? "ok" : "unreachable";
     if (body) {
       auto status = json::parse(*body, nullptr, false);
-      if (status.is_object()) entry.update(status);
+      if (status.is_object()) {
+        keep_own_hot_accounts(status, c.who->tenant);
+        entry.update(status);
+      }
     }
     all.push_back(std::move(entry));
   }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract/errors.hpp"
 #include "common/contract/saga_id.hpp"
 #include "common/contract/saga_request.hpp"
 #include "common/http/route_match.hpp"
@@ -12,6 +13,7 @@
 #include "common/log/log.hpp"
 #include "common/projection/keys.hpp"
 #include "common/validate/fields.hpp"
+#include "gateway/service/hot_accounts.hpp"
 #include "gateway/service/router.hpp"
 #include "gateway/stream/messages.hpp"
 
@@ -362,8 +364,24 @@ asio::awaitable<std::optional<response>> router::limit(const request& req, const
   co_return res;
 }
 
+namespace {
+
+// A shard refused a write because its account's queue was past its safe
+// wait (nothing changed): 429 account_busy, Retry-After `seconds`.
+response account_busy(const request& req, std::int64_t seconds) {
+  auto res = http::make_error_response(
+      req, contract::error_code::account_busy,
+      "the account has more writes queued than its shard starts within its safe wait; nothing changed, retry "
+      "after Retry-After (with the same biz_id for a write)");
+  res.set(bhttp::field::retry_after, std::to_string(seconds));
+  return res;
+}
+
+}  // namespace
+
 // Sends the request on with the internal token; passes the answer back
-// (status, body, Idempotent-Replayed), or 503 when nobody answered.
+// (status, body, Idempotent-Replayed), or 503 when nobody answered; a
+// shard's account_busy becomes 429 with Retry-After.
 template <class Upstream>
 asio::awaitable<response> router::forward(const request& req, Upstream& to, std::string_view who_name, std::string path,
                                           std::string query, const read_params& params) {
@@ -392,6 +410,10 @@ asio::awaitable<response> router::forward(const request& req, Upstream& to, std:
         req, contract::error_code::unavailable,
         std::string(who_name) + " is unavailable; retry (with the same biz_id for a write)");
   }
+  const auto upstream_after = r.message.find(bhttp::field::retry_after);
+  const std::string_view after_text =
+      upstream_after == r.message.end() ? std::string_view() : std::string_view(upstream_after->value());
+  if (auto busy = account_busy_retry_after(status, r.message.body(), after_text)) co_return account_busy(req, *busy);
   auto res = http::make_json_response(req, status, std::move(r.message.body()));
   if (auto replayed = r.message.find("Idempotent-Replayed"); replayed != r.message.end())
     res.set("Idempotent-Replayed", replayed->value());

@@ -400,6 +400,13 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
   auto delay = [&] {
     return c.attempts >= st.retry.attempt_budget ? st.retry.max_backoff : backoff(st.retry, c.attempts, random_);
   };
+  // The participant's own estimate (a busy account's queue), with up to
+  // half again of jitter so that the sagas it refused together do not
+  // come back together; the deadline still bounds the wait before the pivot.
+  auto hinted_delay = [&](std::chrono::milliseconds hint) {
+    return hint + std::chrono::milliseconds(
+                      static_cast<long long>(static_cast<double>(hint.count() / 2) * std::clamp(random_(), 0.0, 1.0)));
+  };
   switch (a.kind) {
     case answer_kind::succeeded:
       c.status = call_status::succeeded;
@@ -422,7 +429,9 @@ void engine::note_answer(call_progress& c, const step_def& st, bool undo, const 
       c.status = undo ? call_status::succeeded : call_status::rejected;
       c.code = undo ? "" : a.code;
       break;
-    case answer_kind::retry: wait(a.code, delay()); break;
+    case answer_kind::retry:
+      wait(a.code, a.retry_after.count() > 0 ? std::max(delay(), hinted_delay(a.retry_after)) : delay());
+      break;
     case answer_kind::conflict: wait(std::string(conflict_code), st.retry.max_backoff); break;
     case answer_kind::transport: wait(a.code.empty() ? "unavailable" : a.code, delay()); break;
     case answer_kind::not_delivered: wait(a.code.empty() ? "unreachable" : a.code, delay()); break;

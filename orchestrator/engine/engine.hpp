@@ -204,11 +204,18 @@ enum class answer_kind {
   not_delivered,              // the request never reached the participant (connection refused)
 };
 
+// A shard's refusal of a command whose account has more queued than it
+// can start within the shard's maximum wait: nothing was decided or
+// stored (answer_kind::retry); resend the same key, no sooner than the
+// shard's retry_after.
+inline constexpr std::string_view account_busy_code = "account_busy";
+
 struct answer {
   answer_kind kind = answer_kind::transport;
   std::string code;
-  std::vector<lot_share> lots;  // succeeded: the lots the command moved
-  std::int64_t amount = 0;      // succeeded, or a cancel_key's applied effect: the amount moved
+  std::vector<lot_share> lots;               // succeeded: the lots the command moved
+  std::int64_t amount = 0;                   // succeeded, or a cancel_key's applied effect: the amount moved
+  std::chrono::milliseconds retry_after{0};  // retry: the shard's suggested pause (account_busy)
 
   answer() = default;
   answer(answer_kind k, std::string c, std::vector<lot_share> l = {})

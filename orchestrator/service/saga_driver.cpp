@@ -66,6 +66,9 @@ saga_driver::saga_driver(asio::any_io_executor ex, saga_store& store, const shar
       lost_(metrics.add_counter("tally_orch_sagas_lost_total",
                                 "Saga writes refused because another instance took the saga, or failed")),
       calls_(metrics.add_counter("tally_orch_calls_total", "Participant calls sent")),
+      account_busy_(metrics.add_counter("tally_orch_account_busy_total",
+                                        "Calls a shard refused account_busy (its account's queue was past the "
+                                        "shard's safe wait), each resent with the same key after a backoff")),
       save_batch_(metrics.add_histogram("tally_orch_save_batch_size", "Saga writes per store transaction",
                                         {1, 2, 4, 8, 16, 32, 64, 128, 256})),
       live_gauge_(metrics.add_gauge("tally_orch_live_sagas", "Sagas this instance is driving")),
@@ -329,6 +332,7 @@ void saga_driver::dispatch(const std::shared_ptr<live_saga>& l, const workflow_d
       const auto sent = std::chrono::steady_clock::now();
       auto a = co_await shards_[c.shard]->async_call(std::move(c.command));
       call_seconds_[c.shard]->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
+      if (a.kind == answer_kind::retry && a.code == account_busy_code) account_busy_.inc();
       if (l->gone) co_return;
       post(l, saga_event{saga_event::kind::answer, c.ref, c.attempt, std::move(a)});
     };

@@ -190,6 +190,7 @@ class saga_driver {
   metrics::counter& claimed_;
   metrics::counter& lost_;
   metrics::counter& calls_;
+  metrics::counter& account_busy_;
   metrics::histogram& save_batch_;
   metrics::gauge& live_gauge_;
   std::vector<metrics::histogram*> saga_seconds_;  // by saga_type: creation to its end state

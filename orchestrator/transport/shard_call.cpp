@@ -1,5 +1,7 @@
 #include "orchestrator/transport/shard_call.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/time/rfc3339.hpp"
@@ -93,6 +95,16 @@ answer answer_from_result(const nlohmann::json& r) {
   if (status == "conflict") return {answer_kind::conflict, code};
   if (status == "cancelled") return {answer_kind::cancelled, ""};
   if (status == "retry") return {answer_kind::retry, code.empty() ? "retry" : code};
+  if (status == "unavailable") {
+    // Not decided: a busy account's refusal (nothing sent to its database)
+    // waits the shard's suggested pause; anything else is an unknown outcome.
+    if (code != account_busy_code) return {answer_kind::transport, code.empty() ? "unavailable" : code};
+    answer a{answer_kind::retry, code};
+    auto after = r.find("retry_after_ms");
+    if (after != r.end() && after->is_number_integer())
+      a.retry_after = std::chrono::milliseconds(std::clamp<std::int64_t>(after->get<std::int64_t>(), 0, 60'000));
+    return a;
+  }
   if (status == "already_applied") {
     const auto applied = r.value("applied", nlohmann::json::object());
     const auto state = applied.value("state", std::string());

@@ -144,7 +144,7 @@ TEST_F(LotsTest, ExpiryRacing32DeductionsNeverTakesAUnitTwice) {
       http_client c(port_);
       ++started;
       replies[static_cast<std::size_t>(i)] =
-          c.call("POST", "/v1/commands", command("debit", "alice", "d" + std::to_string(i), 7).dump()).json();
+          send_command(c, command("debit", "alice", "d" + std::to_string(i), 7).dump()).json();
     });
   while (started < 16) std::this_thread::yield();
   set_clock(at);  // the expiry comes while the deductions run

@@ -22,7 +22,7 @@ TEST_F(ShardTest, TwoConcurrentDebitsOf80FromHundredOneSucceeds) {
   for (int i = 0; i < 2; ++i)
     threads.emplace_back([&, i] {
       http_client c(port_);
-      replies[i] = c.call("POST", "/v1/commands", command("debit", "alice", "d" + std::to_string(i), 80).dump()).json();
+      replies[i] = send_command(c, command("debit", "alice", "d" + std::to_string(i), 80).dump()).json();
     });
   for (auto& t : threads) t.join();
   std::multiset<std::string> outcomes{replies[0]["status"], replies[1]["status"]};
@@ -42,7 +42,7 @@ TEST_F(ShardTest, SameKeyTenTimesGivesOneEntryAndIdenticalReplies) {
   for (int i = 0; i < 5; ++i)
     threads.emplace_back([&, i] {
       http_client c(port_);
-      replies[i] = c.call("POST", "/v1/commands", command("debit", "alice", "k1", 80).dump()).json();
+      replies[i] = send_command(c, command("debit", "alice", "k1", 80).dump()).json();
     });
   for (auto& t : threads) t.join();
   for (int i = 5; i < 10; ++i) replies[i] = send(command("debit", "alice", "k1", 80));
@@ -141,10 +141,9 @@ TEST_F(ShardTest, ConcurrentRefundsNeverExceedTheOriginal) {
   for (int i = 0; i < 10; ++i)
     threads.emplace_back([&, i] {
       http_client c(port_);
-      auto r = c.call("POST", "/v1/commands",
-                      command("refund", "alice", "r" + std::to_string(i), 15,
-                              {{"original_type", "debit"}, {"original_id", "buy"}})
-                          .dump())
+      auto r = send_command(c, command("refund", "alice", "r" + std::to_string(i), 15,
+                                       {{"original_type", "debit"}, {"original_id", "buy"}})
+                                   .dump())
                    .json();
       if (r["status"] == "succeeded") ++ok;
       if (r["status"] == "rejected" && r["code"] == "refund_exceeds_original") ++rejected;
@@ -318,7 +317,7 @@ TEST_F(ShardTest, RandomConcurrentWorkloadKeepsEveryPromise) {
             cmd = command("release", account, "w" + std::to_string(t) + "-" + std::to_string(i > 1 ? i - 2 : 0));
             break;
         }
-        auto r = c.call("POST", "/v1/commands", cmd.dump());
+        auto r = send_command(c, cmd.dump());
         if (r.status != 200) {
           ++failures;
           continue;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -84,7 +85,7 @@ void run_until(asio::io_context& io, Done done) {
 }
 
 coalescer<std::string, std::string>::options keyed(std::size_t workers, std::size_t max_batch) {
-  return {workers, max_batch, recorder::key_of, {}};
+  return {workers, max_batch, recorder::key_of, {}, {}};
 }
 
 TEST(Coalescer, ConcurrentSubmitsShareOneFlush) {
@@ -179,7 +180,7 @@ TEST(Coalescer, ReportsEachItemsWaitInTheQueue) {
   recorder rec;
   rec.flush_time = 20ms;
   std::vector<std::chrono::steady_clock::duration> waits;
-  coalescer<std::string, std::string>::options o{1, 1, {}, [&](auto waited) { waits.push_back(waited); }};
+  coalescer<std::string, std::string>::options o{1, 1, {}, [&](const auto& w) { waits.push_back(w.waited); }, {}};
   coalescer<std::string, std::string> c(io.get_executor(), o, rec.flush(io), "closed");
   c.start();
   std::map<std::string, std::string> answers;
@@ -188,6 +189,64 @@ TEST(Coalescer, ReportsEachItemsWaitInTheQueue) {
   ASSERT_EQ(waits.size(), 2u);
   EXPECT_GE(waits[1], 20ms);  // behind a:1's flush
   EXPECT_LT(waits[0], waits[1]);
+}
+
+TEST(Coalescer, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
+  asio::io_context io;
+  recorder rec;
+  rec.flush_time = 30ms;
+  coalescer<std::string, std::string> c(io.get_executor(), keyed(1, 1), rec.flush(io), "closed");
+  c.start();
+  std::map<std::string, std::string> answers;
+  for (const auto* i : {"a:1", "a:2", "a:3", "b:1"}) submit(io, c, i, answers);
+  run_until(io, [&] { return rec.flushed.size() == 1; });  // a:1 is being flushed
+  const auto a = c.key_state("a");
+  EXPECT_EQ(a.queued, 2u);
+  ASSERT_TRUE(a.held_since.has_value());
+  EXPECT_LE(*a.held_since, std::chrono::steady_clock::now());
+  EXPECT_EQ(c.key_state("b").queued, 1u);
+  EXPECT_FALSE(c.key_state("b").held_since.has_value());
+  EXPECT_EQ(c.key_state("c").queued, 0u);
+  EXPECT_EQ(c.queued_by_key(), (std::unordered_map<std::string, std::size_t>{{"a", 2}, {"b", 1}}));
+  run_until(io, [&] { return answers.size() == 4; });
+  EXPECT_TRUE(c.queued_by_key().empty());
+  EXPECT_FALSE(c.key_state("a").held_since.has_value());
+}
+
+TEST(Coalescer, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
+  asio::io_context io;
+  recorder rec;
+  rec.flush_time = 30ms;
+  std::vector<bool> behind;
+  auto o = keyed(1, 10);
+  o.refuse_at_start = [&](const auto& w) -> std::optional<std::string> {
+    behind.push_back(w.behind_key);
+    if (w.behind_key && w.waited >= 20ms) return "refused";
+    return std::nullopt;
+  };
+  coalescer<std::string, std::string> c(io.get_executor(), o, rec.flush(io), "closed");
+  c.start();
+  std::map<std::string, std::string> answers;
+  submit(io, c, "a:1", answers);
+  run_until(io, [&] { return rec.flushed.size() == 1; });  // a:1 runs for 30 ms
+  for (const auto* i : {"a:2", "b:1"}) submit(io, c, i, answers);
+  run_until(io, [&] { return answers.size() == 3; });
+  // a:2 queued behind its key's running batch and waited over 20 ms: refused, never flushed. b:1 waited as
+  // long, but for the worker, not behind its key: flushed.
+  EXPECT_EQ(answers["a:2"], "refused");
+  EXPECT_EQ(answers["b:1"], "b:1@1");
+  EXPECT_EQ(rec.flushed, (std::vector<items>{{"a:1"}, {"b:1"}}));
+  EXPECT_EQ(behind, (std::vector<bool>{false, true, false}));
+  // A batch of refused items only: nothing flushed, the key free again.
+  submit(io, c, "c:1", answers);
+  run_until(io, [&] { return rec.flushed.size() == 3; });
+  for (const auto* i : {"c:2", "c:3"}) submit(io, c, i, answers);
+  run_until(io, [&] { return answers.size() == 6; });
+  EXPECT_EQ(answers["c:2"], "refused");
+  EXPECT_EQ(answers["c:3"], "refused");
+  submit(io, c, "c:4", answers);
+  run_until(io, [&] { return answers.size() == 7; });
+  EXPECT_EQ(answers["c:4"], "c:4@3");
 }
 
 TEST(Coalescer, WorkersWaitForStart) {

@@ -127,6 +127,8 @@ TEST(Errors, EachCodeHasItsStatus) {
   EXPECT_EQ(http_status(error_code::payload_too_large), 413u);
   EXPECT_EQ(http_status(error_code::idempotency_conflict), 422u);
   EXPECT_EQ(http_status(error_code::unavailable), 503u);
+  EXPECT_EQ(http_status(error_code::account_busy), 429u);
+  EXPECT_EQ(to_string(error_code::account_busy), "account_busy");
   for (const auto& [code, name] : error_code_names) {
     EXPECT_EQ(to_string(code), name);
     EXPECT_GE(http_status(code), 400u);

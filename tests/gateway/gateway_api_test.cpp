@@ -610,6 +610,8 @@ TEST_F(GatewayApi, OperatorEndpoints) {
   EXPECT_EQ(shards.json()["shards"][0]["health"], "ok");
   EXPECT_EQ(shards.json()["shards"][0]["leader"], true);
   EXPECT_TRUE(shards.json()["shards"][0]["outbox"].is_object());
+  EXPECT_EQ(shards.json()["shards"][0]["admission"]["max_wait_ms"], 20.0) << shards.body;
+  EXPECT_TRUE(shards.json()["shards"][0]["admission"]["hottest"].is_array());
   auto report = call("GET", "/v1/admin/reconciliation?shard=0", "", op);
   EXPECT_EQ(report.status, 200) << report.body;
   EXPECT_EQ(report.json()["differences"], 0);

@@ -2,10 +2,13 @@
 // WebSocket protocol.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "common/digest/digest.hpp"
 #include "gateway/api/requests.hpp"
 #include "gateway/auth/api_keys.hpp"
 #include "gateway/limit/token_bucket.hpp"
+#include "gateway/service/hot_accounts.hpp"
 #include "gateway/stream/messages.hpp"
 
 namespace tally::gateway {
@@ -84,6 +87,37 @@ TEST(TokenBucket, RetryAfterIsWholeSecondsRoundedUp) {
   EXPECT_EQ(retry_after_seconds(1), 1);
   EXPECT_EQ(retry_after_seconds(1000), 1);
   EXPECT_EQ(retry_after_seconds(1001), 2);
+}
+
+TEST(UpstreamAnswers, AnAccountBusyFromAnyUpstreamIs429WithWholeSecondsAtLeastOne) {
+  const std::string busy = R"({"error":{"code":"account_busy","message":"m","request_id":"r"}})";
+  EXPECT_EQ(account_busy_retry_after(429, busy, "3"), 3);
+  EXPECT_EQ(account_busy_retry_after(429, busy, ""), 1);
+  for (const char* unusable : {"0", "-2", "1.5", "soon", "2 "})
+    EXPECT_EQ(account_busy_retry_after(429, busy, unusable), 1);
+  EXPECT_EQ(account_busy_retry_after(503, busy, ""), 1);  // whatever status the upstream chose
+  EXPECT_FALSE(account_busy_retry_after(429, R"({"error":{"code":"rate_limited"}})", "2"));
+  EXPECT_FALSE(account_busy_retry_after(503, R"({"error":{"code":"unavailable"}})", ""));
+  EXPECT_FALSE(account_busy_retry_after(200, R"({"status":"succeeded","code":"account_busy"})", ""));
+  EXPECT_FALSE(account_busy_retry_after(429, "not json", "1"));
+  EXPECT_FALSE(account_busy_retry_after(429, R"({"error":"account_busy"})", "1"));
+}
+
+TEST(UpstreamAnswers, AnOperatorSeesOnlyItsOwnTenantsHotAccounts) {
+  auto status = nlohmann::json::parse(R"({"leader": true, "admission": {"max_wait_ms": 20, "hottest": [
+      {"tenant": "acme", "account_id": "a1", "queued": 9, "batch_running_ms": 3.5},
+      {"tenant": "other", "account_id": "o1", "queued": 7, "batch_running_ms": null},
+      {"tenant": "acme", "account_id": "a2", "queued": 2, "batch_running_ms": null}]}})");
+  keep_own_hot_accounts(status, "acme");
+  EXPECT_EQ(status["admission"]["hottest"], nlohmann::json::parse(R"([
+      {"account_id": "a1", "queued": 9, "batch_running_ms": 3.5},
+      {"account_id": "a2", "queued": 2, "batch_running_ms": null}])"));
+  EXPECT_EQ(status["admission"]["max_wait_ms"], 20);
+  keep_own_hot_accounts(status, "nobody");
+  EXPECT_TRUE(status["admission"]["hottest"].empty());
+  auto without = nlohmann::json::parse(R"({"leader": true})");
+  keep_own_hot_accounts(without, "acme");  // a shard from before admission: unchanged
+  EXPECT_EQ(without, nlohmann::json::parse(R"({"leader": true})"));
 }
 
 TEST(LocalLimiter, TakesAllOrNothing) {

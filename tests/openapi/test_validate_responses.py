@@ -92,6 +92,7 @@ GOOD = [
     rec("GET", "/console/", 200, "<html>", "text/html; charset=utf-8"),
     rec("GET", "/console/js/app.js", 200, "export {}", "text/javascript; charset=utf-8"),
     rec("GET", "/v1/openapi.yaml", 200, "openapi: 3.1.0", "application/yaml; charset=utf-8"),
+    rec("POST", "/v1/accounts", 429, err("account_busy"), retry_after="1"),
 ]
 
 

@@ -267,6 +267,60 @@ TEST(Transfer, FrozenSourceFailsAndFencesTheHoldOff) {
   EXPECT_EQ(s.error->code, "account_frozen");
 }
 
+answer busy(std::chrono::milliseconds retry_after) {
+  answer a{answer_kind::retry, "account_busy"};
+  a.retry_after = retry_after;
+  return a;
+}
+
+TEST(Transfer, ABusyAccountIsRetriedWithTheSameKeyNoSoonerThanTheShardSays) {
+  auto e = engine_for("transfer");
+  auto s = transfer_saga();
+  e.start(s, t0);
+  // The shard's 40 ms, plus half of it again at jitter 0.5 (10 ms): later than the backoff's 18 ms.
+  auto d = e.on_answer(s, {0, 0, false}, busy(40ms), t0 + 5ms);
+  EXPECT_TRUE(d.send.empty());
+  EXPECT_EQ(s.state, saga_state::running);
+  EXPECT_EQ(s.calls[0][0].forward.status, call_status::waiting);
+  EXPECT_EQ(s.calls[0][0].forward.code, "account_busy");
+  EXPECT_EQ(s.wake, t0 + 55ms);
+  d = e.on_wake(s, t0 + 55ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::hold);
+  EXPECT_EQ(d.send[0].biz_id, "sg_01TRANSFER");  // the same key
+  EXPECT_EQ(d.send[0].attempt, 2);
+  // A pause shorter than the backoff: the backoff (attempt 2: 37 ms).
+  d = e.on_answer(s, {0, 0, false}, busy(1ms), t0 + 60ms);
+  EXPECT_EQ(s.wake, t0 + 97ms);
+  d = e.on_wake(s, t0 + 97ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  e.on_answer(s, {0, 0, false}, ok(), t0 + 100ms);
+  e.on_answer(s, {1, 0, false}, ok(), t0 + 105ms);
+  e.on_answer(s, {2, 0, false}, ok(), t0 + 110ms);
+  EXPECT_EQ(s.state, saga_state::completed);
+}
+
+TEST(Transfer, ABusyAccountUntilTheDeadlineFollowsTheDeadlinePath) {
+  auto e = engine_for("transfer");
+  auto s = transfer_saga();
+  e.start(s, t0);
+  e.on_answer(s, {0, 0, false}, busy(4000ms), t0 + 5ms);
+  EXPECT_EQ(s.wake, t0 + 5005ms);
+  auto d = e.on_wake(s, t0 + 5005ms);
+  ASSERT_EQ(d.send.size(), 1u);
+  e.on_answer(s, {0, 0, false}, busy(6000ms), t0 + 5010ms);
+  EXPECT_EQ(s.wake, t0 + 10s);  // the deadline comes first
+  d = e.on_wake(s, t0 + 10s);
+  // The hold may have a copy on its way (it reached the shard): fenced off by its release.
+  ASSERT_EQ(d.send.size(), 1u);
+  EXPECT_EQ(d.send[0].op, participant_op::release);
+  EXPECT_EQ(s.state, saga_state::compensating);
+  e.on_answer(s, {0, 0, true}, ok(), t0 + 10'005ms);
+  EXPECT_EQ(s.state, saga_state::failed);
+  ASSERT_TRUE(s.error);
+  EXPECT_EQ(s.error->code, "deadline_exceeded");
+}
+
 TEST(Transfer, ConflictNeedsAnOperator) {
   auto e = engine_for("transfer");
   auto s = transfer_saga();

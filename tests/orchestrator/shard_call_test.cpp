@@ -129,6 +129,26 @@ TEST(ShardAnswer, EveryReplyStatusMapsToOneAnswer) {
             "cancelled");
 }
 
+TEST(ShardAnswer, ABusyAccountIsARetryAfterTheShardsPauseAndOtherUnavailablesAreUnknown) {
+  auto busy = answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}, {"retry_after_ms", 25}});
+  EXPECT_EQ(busy.kind, answer_kind::retry);
+  EXPECT_EQ(busy.code, "account_busy");
+  EXPECT_EQ(busy.retry_after, std::chrono::milliseconds(25));
+  auto no_pause = answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}});
+  EXPECT_EQ(no_pause.kind, answer_kind::retry);
+  EXPECT_EQ(no_pause.retry_after, std::chrono::milliseconds(0));
+  auto not_integer = answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}, {"retry_after_ms", 2.5}});
+  EXPECT_EQ(not_integer.retry_after, std::chrono::milliseconds(0));
+  auto capped =
+      answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}, {"retry_after_ms", 1'000'000'000}});
+  EXPECT_EQ(capped.retry_after, std::chrono::milliseconds(60'000));
+  for (const char* code : {"unavailable", "outcome_unknown"}) {
+    auto r = answer_from_result({{"status", "unavailable"}, {"code", code}});
+    EXPECT_EQ(r.kind, answer_kind::transport) << code;
+    EXPECT_EQ(r.code, code);
+  }
+}
+
 TEST(ShardAnswer, AnythingUnreadableIsAnUnknownOutcome) {
   for (const json& j : {json(nullptr), json::array(), json{{"code", "x"}}, json{{"status", 1}},
                         json{{"status", "maybe"}}, json{{"status", "already_applied"}}})

@@ -96,12 +96,12 @@ struct event {
 // What the seeds did, for the summary line (and to see that faults happen).
 struct tally_of_runs {
   std::map<std::string, std::uint64_t> sagas_by_end;  // "transfer compensated" -> n
-  std::uint64_t crashes = 0, outages = 0, freezes = 0, lost = 0, duplicated = 0, late = 0, calls = 0;
+  std::uint64_t crashes = 0, outages = 0, freezes = 0, lost = 0, duplicated = 0, late = 0, calls = 0, busy = 0;
 };
 
 class simulation {
  public:
-  simulation(std::uint64_t seed, tally_of_runs& stats) : rng_(seed), shards_(shards), stats_(stats) {}
+  simulation(std::uint64_t seed, tally_of_runs& stats) : rng_(seed), busy_rng_(~seed), shards_(shards), stats_(stats) {}
 
   // Runs the seed; returns the first broken promise, or "".
   std::string run() {
@@ -310,6 +310,13 @@ class simulation {
         answer a;
         if (!sh.up) {  // it went down with the request on its way: the outcome is unknown
           a = {answer_kind::transport, "connection_reset"};
+        } else if (std::uniform_real_distribution<double>(0, 1)(busy_rng_) < 0.04) {
+          // Its account's queue is past the shard's safe wait: refused, nothing decided or stored.
+          ++stats_.busy;
+          const json refusal{{"status", "unavailable"},
+                             {"code", "account_busy"},
+                             {"retry_after_ms", std::uniform_int_distribution<int>(1, 50)(busy_rng_)}};
+          a = answer_from_result(refusal);
         } else {
           a = answer_from_result(sh.run(e.command));
           if (chance(0.05)) {  // the reply is lost: the effect stays
@@ -488,6 +495,9 @@ class simulation {
   }
 
   std::mt19937_64 rng_;
+  // Whether a shard refuses a command account_busy: drawn apart, so that
+  // the other faults are drawn as they were before busy refusals existed.
+  std::mt19937_64 busy_rng_;
   std::vector<model_shard> shards_;
   std::vector<sim_saga> sagas_;
   std::priority_queue<event, std::vector<event>, std::greater<>> queue_;
@@ -519,12 +529,13 @@ TEST(Simulation, EveryPromiseHoldsUnderFaults) {
   std::string ends;
   for (const auto& [what, n] : stats.sagas_by_end) ends += "\n    " + what + ": " + std::to_string(n);
   std::printf(
-      "simulation: %llu seeds, %llu calls (%llu lost, %llu duplicated, %llu late), %llu orchestrator crashes, "
-      "%llu shard outages, %llu account freezes; sagas by end state:%s\n",
+      "simulation: %llu seeds, %llu calls (%llu lost, %llu duplicated, %llu late, %llu refused account_busy), %llu "
+      "orchestrator crashes, %llu shard outages, %llu account freezes; sagas by end state:%s\n",
       static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(stats.calls),
       static_cast<unsigned long long>(stats.lost), static_cast<unsigned long long>(stats.duplicated),
-      static_cast<unsigned long long>(stats.late), static_cast<unsigned long long>(stats.crashes),
-      static_cast<unsigned long long>(stats.outages), static_cast<unsigned long long>(stats.freezes), ends.c_str());
+      static_cast<unsigned long long>(stats.late), static_cast<unsigned long long>(stats.busy),
+      static_cast<unsigned long long>(stats.crashes), static_cast<unsigned long long>(stats.outages),
+      static_cast<unsigned long long>(stats.freezes), ends.c_str());
 }
 
 }  // namespace
