@@ -12,7 +12,7 @@ ARG BASE_IMAGE=debian:bookworm-slim
 
 FROM ${BASE_IMAGE} AS runtime
 COPY scripts/container/ensure-packages /usr/local/sbin/
-RUN ensure-packages libpq5 libhiredis0.14 libssl3 libprometheus-cpp-core1.0 ca-certificates curl
+RUN ensure-packages libpq5 libhiredis0.14 libssl3 libprometheus-cpp-core1.0 libjemalloc2 ca-certificates curl
 
 FROM runtime AS service
 COPY build/docker/bin/ /usr/local/bin/
