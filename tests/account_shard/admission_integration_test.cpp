@@ -172,7 +172,8 @@ TEST_F(AdmissionTest, ZeroMaximumWaitQueuesEveryCommand) {
   for (int i = 0; i < 400; ++i) batch["commands"].push_back(command("debit", "hot", "z-" + std::to_string(i), 1));
   auto r = client_->call("POST", "/v1/batch", batch.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  for (const auto& item : r.json()["results"]) ASSERT_EQ(item["status"], "succeeded") << item.dump();
+  const auto answered = r.json();  // range-for over a temporary's member would dangle
+  for (const auto& item : answered["results"]) ASSERT_EQ(item["status"], "succeeded") << item.dump();
   EXPECT_EQ(balance("hot"), hot_opening - 400);
   EXPECT_EQ(status()["admission"]["refused_on_arrival"], 0);
 }
