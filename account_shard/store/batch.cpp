@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <compare>
+#include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -33,7 +35,13 @@ struct hold_ref {
   std::string hold_id;
   auto operator<=>(const hold_ref&) const = default;
 };
-constexpr auto account_ref_columns = std::tuple{&account_ref::tenant, &account_ref::account_id};
+// Per account, what the batch's debits and holds on it take from its lots
+// (saturating: enough to read them all).
+using account_needs = std::map<account_ref, std::int64_t>;
+constexpr auto account_need_columns =
+    std::tuple{[](const account_needs::value_type& e) -> const std::string& { return e.first.tenant; },
+               [](const account_needs::value_type& e) -> const std::string& { return e.first.account_id; }};
+constexpr auto account_need_amount = [](const account_needs::value_type& e) { return e.second; };
 constexpr auto op_key_columns = std::tuple{&op_key::tenant, &op_key::account_id, &op_key::biz_type, &op_key::biz_id};
 constexpr auto hold_ref_columns = std::tuple{&hold_ref::tenant, &hold_ref::account_id, &hold_ref::hold_id};
 
@@ -115,12 +123,31 @@ enum class lot_column {
   source_id,
   state
 };
-// Every open lot of the batch's accounts, each account's in consumption order.
-constexpr std::string_view sql_lock_open_lots =
+// The open lots a batch's commands can take from, without reading every
+// open lot of a busy account: all its expiring lots (consumed first), and
+// its non-expiring ones in consumption order (lot id) only until their
+// unheld value covers what the batch's debits and holds on it need ($3,
+// none when 0). Value the batch adds or frees itself comes later in the
+// consumption order or is named (sql_lock_named_lots), so the first lots
+// that cover the need are the ones the full set would give. A read without
+// FOR UPDATE: the batch holds its accounts' rows (sql_lock_accounts, run
+// before it), and every writer of an account's lots is a batch that locks
+// the account first.
+constexpr std::string_view sql_read_open_lots =
     "SELECT " TALLY_LOT_COLUMNS
-    "FROM unnest($1::text[], $2::text[]) AS k(tenant, account_id) CROSS JOIN LATERAL "
-    "(SELECT * FROM lot l WHERE l.tenant = k.tenant AND l.account_id = k.account_id AND l.state = 'open' "
-    "ORDER BY l.expires_at NULLS LAST, l.lot_id FOR UPDATE) l";
+    "FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(tenant, account_id, needed) CROSS JOIN LATERAL ("
+    "(SELECT e.* FROM lot e WHERE e.tenant = k.tenant AND e.account_id = k.account_id AND e.state = 'open' "
+    "AND e.expires_at IS NOT NULL) "
+    "UNION ALL "
+    "(WITH RECURSIVE walk AS ("
+    "(SELECT n AS lot, n.remaining - n.held AS covered FROM lot n WHERE n.tenant = k.tenant "
+    "AND n.account_id = k.account_id AND n.state = 'open' AND n.expires_at IS NULL AND k.needed > 0 "
+    "ORDER BY n.lot_id LIMIT 1) "
+    "UNION ALL "
+    "(SELECT m.lot, w.covered + (m.lot).remaining - (m.lot).held FROM walk w CROSS JOIN LATERAL (SELECT n AS lot "
+    "FROM lot n WHERE n.tenant = k.tenant AND n.account_id = k.account_id AND n.state = 'open' "
+    "AND n.expires_at IS NULL AND n.lot_id > (w.lot).lot_id ORDER BY n.lot_id LIMIT 1) m WHERE w.covered < k.needed)) "
+    "SELECT (w.lot).* FROM walk w)) l";
 // The lots that operations name (a hold's allocation, a refund's
 // original), whatever their state.
 constexpr std::string_view sql_lock_named_lots =
@@ -355,12 +382,15 @@ std::size_t seqs_needed(std::span<const command> commands) {
 
 // The statements that lock and read everything the batch may touch.
 read_plan read_statements(std::span<const command> commands) {
-  std::set<account_ref> accounts;
+  account_needs accounts;
   std::set<op_key> ops;
   std::set<op_key> naming;  // operations whose lots the batch needs whatever their state
   std::set<hold_ref> holds;
   for (const auto& c : commands) {
-    accounts.insert({c.tenant, c.account_id});
+    auto& needed = accounts[{c.tenant, c.account_id}];
+    constexpr auto most = std::numeric_limits<std::int64_t>::max();
+    if (c.kind == command_kind::debit || c.kind == command_kind::hold)
+      needed = c.amount > most - needed ? most : needed + c.amount;
     ops.insert(c.key());
     if (c.kind == command_kind::refund) {
       ops.insert(c.target_key());
@@ -375,7 +405,9 @@ read_plan read_statements(std::span<const command> commands) {
       naming.insert(std::move(hold_record));
     }
   }
-  const auto account_arrays = pg::arrays_of(accounts, account_ref_columns);
+  const auto account_arrays = pg::arrays_of(accounts, account_need_columns);
+  auto lot_arrays = account_arrays;
+  lot_arrays.emplace_back(pg::array_of(accounts, account_need_amount));
   read_plan plan;
   plan.add(sql_begin, {});
   plan.add(sql_fence_shared, {});
@@ -383,7 +415,7 @@ read_plan read_statements(std::span<const command> commands) {
   plan.accounts = plan.add(sql_lock_accounts, account_arrays);
   plan.operations = plan.add(sql_lock_operations, pg::arrays_of(ops, op_key_columns));
   plan.seqs = plan.add(sql_reserve_seqs, {std::to_string(seqs_needed(commands))});
-  plan.open_lots = plan.add(sql_lock_open_lots, account_arrays);
+  plan.open_lots = plan.add(sql_read_open_lots, std::move(lot_arrays));
   if (!naming.empty()) plan.named_lots = plan.add(sql_lock_named_lots, pg::arrays_of(naming, op_key_columns));
   if (!holds.empty()) plan.holds = plan.add(sql_lock_holds, pg::arrays_of(holds, hold_ref_columns));
   return plan;
@@ -446,7 +478,7 @@ std::vector<pg::statement> write_statements(const batch_state& st) {
 }  // namespace
 
 std::vector<std::string_view> batch_statements() {
-  return {sql_lock_accounts,   sql_lock_operations, sql_lock_holds,        sql_lock_open_lots,
+  return {sql_lock_accounts,   sql_lock_operations, sql_lock_holds,        sql_read_open_lots,
           sql_lock_named_lots, sql_reserve_seqs,    sql_insert_accounts,   sql_update_accounts,
           sql_insert_lots,     sql_update_lots,     sql_insert_operations, sql_update_refunded,
           sql_insert_holds,    sql_update_holds,    sql_insert_ledger,     sql_insert_events};

@@ -98,6 +98,48 @@ TEST_F(LotsTest, DebitsTakeFirstToExpireAcrossThreeLots) {
   expect_reconciled();
 }
 
+// A batch reads an account's non-expiring lots only as far as its debits
+// and holds need (store/batch.cpp): with forty of them open, value held in
+// the first ones, and deductions arriving together so that batches carry
+// several, every deduction still takes the expiring lot first and then the
+// non-expiring ones in grant order, past the held value, and the ones
+// beyond what was taken stay whole.
+TEST_F(LotsTest, DeductionsAcrossManyNonExpiringLotsTakeThemInGrantOrderPastHeldValue) {
+  open("alice");
+  for (int i = 1; i <= 40; ++i) credit("alice", "c" + std::to_string(i), 5, std::nullopt);
+  credit("alice", "c41", 3, in_hours(2));
+  auto hold = send(command("hold", "alice", "h1", 8));
+  ASSERT_EQ(hold["status"], "succeeded") << hold.dump();
+  ASSERT_EQ(hold["lots"].size(), 2u) << hold.dump();
+  EXPECT_EQ(hold["lots"][0]["lot_id"], 41) << "the expiring lot first";
+  EXPECT_EQ(hold["lots"][0]["amount"], 3);
+  EXPECT_EQ(hold["lots"][1]["lot_id"], 1);
+  EXPECT_EQ(hold["lots"][1]["amount"], 5);
+
+  std::vector<json> replies(12);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < replies.size(); ++i)
+    threads.emplace_back([&, i] {
+      http_client c(port_);
+      replies[i] = send_command(c, command("debit", "alice", "d" + std::to_string(i), 7).dump()).json();
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& r : replies) ASSERT_EQ(r["status"], "succeeded") << r.dump();
+
+  // 84 taken from lots 2 onwards (lot 1 and the expiring lot are held): lots 2 to 17 whole, 4 of lot 18.
+  for (std::int64_t id = 2; id <= 17; ++id) EXPECT_EQ(lot("alice", id)["state"], "exhausted") << "lot " << id;
+  EXPECT_EQ(lot("alice", 18)["remaining"], 1);
+  for (std::int64_t id = 19; id <= 40; ++id) EXPECT_EQ(lot("alice", id)["remaining"], 5) << "lot " << id;
+  EXPECT_EQ(lot("alice", 1)["held"], 5);
+  EXPECT_EQ(balance("alice"), 40 * 5 + 3 - 12 * 7);
+  // All that is left unheld, in one deduction; one unit more is refused.
+  auto rest = send(command("debit", "alice", "all", 40 * 5 + 3 - 12 * 7 - 8));
+  EXPECT_EQ(rest["status"], "succeeded") << rest.dump();
+  auto more = send(command("debit", "alice", "more", 1));
+  EXPECT_EQ(more["code"], "insufficient_funds") << more.dump();
+  expect_reconciled();
+}
+
 TEST_F(LotsTest, ALotExpiresAtItsInstantOnceAndOnlyItsUnheldRemainder) {
   open("alice");
   const auto at = in_hours(1);
