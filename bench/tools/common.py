@@ -2,6 +2,7 @@
 generator's NAME.json, NAME.cpu-start), runs.jsonl, medians, the targets'
 lines and the throughput plot."""
 import json
+import re
 import statistics
 
 
@@ -38,6 +39,22 @@ def cpu_used(results, name, cpu_end):
     RESULTS/NAME.cpu-start (the same line when the measured phase began)."""
     start = map(float, read_text(f"{results}/{name}.cpu-start").split())
     return [e - s for s, e in zip(start, map(float, cpu_end.split()))]
+
+
+def metric_delta(results, name, metric):
+    """How much a Prometheus counter (or a histogram's _sum or _count) of
+    RESULTS/NAME.metrics grew since RESULTS/NAME.metrics-start, summed over
+    its label sets; None when the process does not export it (an older
+    version) or its metrics were not saved."""
+    def total(path):
+        found = re.findall(rf"^{metric}(?:{{[^}}]*}})? (\S+)$", read_text(path), re.M)
+        return sum(map(float, found)) if found else None
+
+    try:
+        end, start = total(f"{results}/{name}.metrics"), total(f"{results}/{name}.metrics-start")
+    except OSError:
+        return None
+    return None if end is None else end - (start or 0.0)
 
 
 def cpu_us_per_unit(run, used, processes, ndigits=None):

@@ -43,6 +43,10 @@ def figures(runs, version):
         "runs": {w: [round(r["throughput"]) for r in s] for w, s in (("uniform", uniform), ("hot", hot), ("half", half))},
     }
     f["hot_over_uniform"] = f["hot_per_s"] / f["uniform_per_s"]
+    # The hot run's variable cost (run_figures.py waits), where the version exports it.
+    for field in ("account_wait_ms_per_transfer", "busy_refusals_per_transfer", "shard_calls_per_transfer"):
+        if hot and all(field in r for r in hot):
+            f[f"hot_{field}"] = common.median(hot, field)
     if all("statements_per_transfer" in r for r in uniform):
         f["statements_per_transfer"] = common.median(uniform, "statements_per_transfer")
     return f
@@ -62,6 +66,9 @@ ROWS = [
     *[(f"  of which {p}", ("cpu_us", p), "{:,.0f}", None) for p in PROCESSES],
     ("hot: CPU us per completed transfer", "hot_cpu_us_total", "{:,.0f}", None),
     ("hot: CPU us per request (refused ones too)", "hot_cpu_us_per_request", "{:,.0f}", None),
+    ("hot: ms queued behind the same account per transfer", "hot_account_wait_ms_per_transfer", "{:.2f}", None),
+    ("hot: account_busy retries in sagas per transfer", "hot_busy_refusals_per_transfer", "{:.4f}", None),
+    ("hot: shard calls per transfer (3 without retries)", "hot_shard_calls_per_transfer", "{:.3f}", None),
     ("PostgreSQL statements per transfer", "statements_per_transfer", "{:.1f}", None),
 ]
 
@@ -70,6 +77,11 @@ def value(f, key):
     if isinstance(key, tuple):
         return f[key[0]][key[1]]
     return f.get(key)
+
+
+def shown(fmt, v):
+    """A figure as the table shows it: "-" where a version does not give it."""
+    return "-" if v is None else fmt.format(v)
 
 
 def main():
@@ -89,15 +101,15 @@ def main():
     table = []
     for label, key, fmt, target in ROWS:
         b, h = value(base, key), value(head, key)
-        if b is None or h is None:
+        if b is None and h is None:
             continue
-        ratio = h / b if b else None
+        ratio = h / b if b and h is not None else None
         cell = "" if target is None else f"{target[0]} {target[1]}×"
         if target is not None and ratio is not None:
             ok = ratio >= target[1] if target[0] == ">=" else ratio <= target[1]
             targets.append((f"{label.strip()}: head / base {cell}", f"{ratio:.2f}×", ok))
         table.append({"figure": label.strip(), "base": b, "head": h, "ratio": ratio})
-        print(f"| {label} | {fmt.format(b)} | {fmt.format(h)} | {'-' if ratio is None else f'{ratio:.2f}×'} | {cell} |")
+        print(f"| {label} | {shown(fmt, b)} | {shown(fmt, h)} | {'-' if ratio is None else f'{ratio:.2f}×'} | {cell} |")
     ok = head["hot_over_uniform"] >= 0.8
     targets.append(("hot >= 0.8 x uniform (head)", f"{head['hot_over_uniform']:.2f}", ok))
     floor_ratio = None

@@ -17,9 +17,9 @@ For shard, sagas and gateway, a run's files in RESULTS are read: NAME.json
 (what shard_bench or saga_bench printed), NAME.cpu-start (the CPU seconds of
 the watched processes, then PostgreSQL's, when the measured phase began;
 --cpu-end is the same line at the end), and the metrics the script saved
-(shard: NAME.metrics and NAME.metrics-start; gateway: NAME.relay.metrics and
-NAME.relay.metrics-start, and NAME.statements-count when the statements were
-counted).
+(shard: NAME.metrics and NAME.metrics-start; gateway: NAME.SERVICE.metrics
+and NAME.SERVICE.metrics-start of the relay, the shards s0 and s1 and the
+orchestrator, and NAME.statements-count when the statements were counted).
 """
 import argparse
 import json
@@ -42,14 +42,8 @@ def shard(a):
     run = common.read_json(f"{a.results}/{a.name}.json")
     shard_cpu_s, postgres_cpu_s = common.cpu_used(a.results, a.name, a.cpu_end)
 
-    def metric(file, n):
-        m = re.search(rf"^{n} (\S+)$", common.read_text(f"{a.results}/{file}"), re.M)
-        return float(m.group(1)) if m else 0.0
-
-    def delta(n):
-        return metric(f"{a.name}.metrics", n) - metric(f"{a.name}.metrics-start", n)
-
-    batches, commands = delta("tally_shard_batches_total"), delta("tally_shard_commands_total")
+    batches = common.metric_delta(a.results, a.name, "tally_shard_batches_total") or 0
+    commands = common.metric_delta(a.results, a.name, "tally_shard_commands_total") or 0
     run.update(shape=a.shape, mode=a.mode, workload=a.workload, repeat=a.repeat, shard_rss_mb=a.rss_kb / 1024,
                shard_cpu_s=shard_cpu_s, postgres_cpu_s=postgres_cpu_s, bench_cpu_s=run["cpu_s"],
                mean_batch=commands / batches if batches else None)
@@ -93,6 +87,29 @@ def relay_buckets(path, sink):
     return out
 
 
+def waits(results, name):
+    """The variable cost of a transfer beside its CPU, from the metrics saved
+    of the shards (NAME.s0, NAME.s1) and the orchestrator, per saga it
+    finished in the same window: the time the commands queued behind others
+    on their accounts (ms, summed over a transfer's commands), the refusals
+    account_busy the steps met (each one a retry with backoff inside the
+    saga) and the shard calls (three without retries). A figure the version
+    does not export is left out."""
+    finished = common.metric_delta(results, f"{name}.orchestrator", "tally_orch_sagas_finished_total")
+    if not finished:
+        return {}
+    out = {}
+    waited = [common.metric_delta(results, f"{name}.{s}", "tally_shard_account_wait_seconds_sum") for s in ("s0", "s1")]
+    if None not in waited:
+        out["account_wait_ms_per_transfer"] = round(sum(waited) * 1000 / finished, 3)
+    for field, metric in (("busy_refusals_per_transfer", "tally_orch_account_busy_total"),
+                          ("shard_calls_per_transfer", "tally_orch_calls_total")):
+        n = common.metric_delta(results, f"{name}.orchestrator", metric)
+        if n is not None:
+            out[field] = round(n / finished, 4)
+    return out
+
+
 def gateway(a):
     """A saga_bench run (through the gateway or straight to the
     orchestrator): CPU per transfer of each process, the relay's lags."""
@@ -123,6 +140,7 @@ def gateway(a):
     requests = run["completed"] + run["rejected"] + run["errors"]
     run.update(refused=refused, cpu_us_total=round(services_s * 1e6 / max(run["completed"], 1)),
                cpu_us_per_request=round(services_s * 1e6 / max(requests, 1)))
+    run.update(waits(a.results, a.name))
     try:
         statements = int(common.read_text(f"{a.results}/{a.name}.statements-count").strip())
         run["statements_per_transfer"] = round(statements / max(run["completed"], 1), 2)

@@ -292,6 +292,25 @@ class GatewayTest(ResultsTestCase):
         self.assertEqual(run["cpu_us_per_request"], round(sum(used) * 1e6 / requests))
         self.assertEqual(run["refused"], raw.get("errors_by_kind", {}).get("http_429", 0))
 
+    def test_run_figures_give_the_variable_cost_per_finished_saga(self):
+        run, _ = self.run_figures("gateway.half")
+        # 4,000 sagas finished in the window; the shards' account waits grew by 6 s and 2 s.
+        self.assertEqual(run["account_wait_ms_per_transfer"], round((7.5 - 1.5 + 2.25 - 0.25) * 1000 / 4000, 3))
+        self.assertEqual(run["busy_refusals_per_transfer"], round(40 / 4000, 4))
+        self.assertEqual(run["shard_calls_per_transfer"], round(12040 / 4000, 4))
+
+    def test_a_version_without_account_waits_leaves_them_out(self):
+        for s in ("s0", "s1"):
+            for suffix in ("metrics", "metrics-start"):
+                with open(self.file(f"gateway.half.{s}.{suffix}"), "w") as f:
+                    f.write("tally_shard_batches_total 5\n")
+        run, _ = self.run_figures("gateway.half")
+        self.assertNotIn("account_wait_ms_per_transfer", run)
+        self.assertIn("shard_calls_per_transfer", run)
+        os.remove(self.file("gateway.half.orchestrator.metrics"))
+        run, _ = self.run_figures("gateway.half")
+        self.assertNotIn("shard_calls_per_transfer", run)
+
     def test_run_figures_without_relay_metrics(self):
         for suffix in ("relay.metrics", "relay.metrics-start"):
             os.remove(self.file(f"gateway.half.{suffix}"))
@@ -364,6 +383,15 @@ class CompareTest(ResultsTestCase):
         with open(self.file("compare.png"), "rb") as png:
             self.assertEqual(png.read(8), b"\x89PNG\r\n\x1a\n")
         self.assertEqual(lines[-1], f"results: {self.results}")
+
+    def test_the_hot_runs_variable_cost_is_shown_where_a_version_gives_it(self):
+        lines, summary = self.compare()
+        head = summary["figures"]["head"]
+        self.assertEqual(head["hot_account_wait_ms_per_transfer"], self.med("head", "hot", "account_wait_ms_per_transfer"))
+        self.assertEqual(head["hot_busy_refusals_per_transfer"], 0.002)
+        self.assertNotIn("hot_account_wait_ms_per_transfer", summary["figures"]["base"])
+        self.assertIn("| hot: ms queued behind the same account per transfer | - | 2.50 | - |  |", lines)
+        self.assertIn("| hot: shard calls per transfer (3 without retries) | - | 3.002 | - |  |", lines)
 
     def test_without_a_floor_there_is_no_floor_target(self):
         lines, summary = self.compare()
