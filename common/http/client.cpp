@@ -1,9 +1,5 @@
 #include "common/http/client.hpp"
 
-#include <sys/socket.h>
-
-#include <cerrno>
-
 #include <optional>
 #include <utility>
 
@@ -19,6 +15,8 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+
+#include "common/asio/idle_socket.hpp"
 
 namespace tally::http {
 namespace {
@@ -40,18 +38,13 @@ struct client::impl {
         port_(port),
         host_header_(host_ + ":" + std::to_string(port)) {}
 
-  // The server may have closed the idle keep-alive connection (idle timeout,
-  // restart). Peeking one byte without blocking tells: "would block" means it
-  // is still open; EOF, an error or unexpected bytes mean it is not, and the
-  // request goes on a fresh connection instead of failing. A close racing
-  // with our send still fails the request: it is never re-sent, because the
-  // server may have acted on it.
+  // A request goes on a fresh connection rather than on a kept-alive one
+  // the server has closed meanwhile. A close racing with our send still
+  // fails the request: it is never re-sent, because the server may have
+  // acted on it.
   bool idle_connection_usable() {
-    if (!stream_ || !stream_->socket().is_open() || buffer_.size() != 0) return false;
-    // MSG_DONTWAIT: never block, whatever mode the socket is in.
-    char probe = 0;
-    const auto n = ::recv(stream_->socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    return stream_ && stream_->socket().is_open() && buffer_.size() == 0 &&
+           net::idle_socket_usable(stream_->socket().native_handle());
   }
 
   // Only called while no operation is pending on the stream.

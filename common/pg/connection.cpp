@@ -11,6 +11,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/asio/idle_socket.hpp"
+
 namespace tally::pg {
 
 namespace asio = boost::asio;
@@ -99,6 +101,10 @@ connection::connection(asio::any_io_executor ex) : ex_(ex), deadline_(ex) {}
 connection::~connection() { close(); }
 
 bool connection::is_open() const { return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK; }
+
+bool connection::is_open_and_quiet() const { return is_open() && net::idle_socket_usable(PQsocket(conn_)); }
+
+bool connection::in_transaction() const { return conn_ != nullptr && PQtransactionStatus(conn_) != PQTRANS_IDLE; }
 
 void connection::close() {
   if (socket_) {

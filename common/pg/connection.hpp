@@ -90,6 +90,13 @@ class connection {
   boost::asio::awaitable<error> async_notifications(std::vector<notification>& out);
 
   bool is_open() const;
+  // Open, and nothing arrived while it sat unused: a server that ended the
+  // session meanwhile (a restart, a terminated backend) left its notice or
+  // the end of the stream, and the connection is no longer worth a query.
+  bool is_open_and_quiet() const;
+  // Inside a transaction (open, failed or with a command running): what a
+  // connection must not be when it goes back to its pool.
+  bool in_transaction() const;
   void close();
   // Makes the operation waiting on the socket fail as if the connection
   // were lost (it closes).

@@ -31,7 +31,10 @@ pool::~pool() {
 }
 
 void pool::give_back(std::unique_ptr<connection> c) {
-  if (!c->is_open()) {
+  // A connection left inside a transaction (a caller that gave up between
+  // BEGIN and its end) is closed, so the server rolls it back; the next
+  // caller's BEGIN never lands in it.
+  if (!c->is_open() || c->in_transaction()) {
     --open_;  // dropped; a waiter may now open a fresh one
   } else {
     idle_.push_back(std::move(c));
@@ -49,7 +52,7 @@ asio::awaitable<error> pool::async_acquire(lease& out) {
     while (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
-      if (c->is_open()) {
+      if (c->is_open_and_quiet()) {
         out = lease(this, std::move(c));
         co_return error{};
       }

@@ -1,7 +1,9 @@
 #pragma once
 // A pool of connections to one database, for use on one io_context thread.
 // Broken connections are dropped and replaced on the next acquire, so the
-// pool recovers by itself after the server restarts.
+// pool recovers by itself after the server restarts: an idle connection the
+// server ended meanwhile is found before it is handed out, and the first
+// query after a restart goes on a fresh one.
 #include <chrono>
 #include <cstddef>
 #include <deque>

@@ -119,35 +119,79 @@ TEST_F(PgTest, ConnectToAClosedPortFails) {
   });
 }
 
-TEST_F(PgTest, PoolReplacesAConnectionTheServerKilled) {
+// The session's process id, on a connection from the pool (0 on failure).
+asio::awaitable<std::int64_t> backend_pid(pool& p, lease& l) {
+  if (co_await p.async_acquire(l)) co_return 0;
+  result r;
+  if (co_await l->async_exec("SELECT pg_backend_pid()", r, 3s)) co_return 0;
+  co_return r.int64(0, 0);
+}
+
+// The pool's next connection is a new session, outside any transaction.
+asio::awaitable<void> expect_new_session(pool& p, std::int64_t old_pid) {
+  lease l;
+  const auto pid = co_await backend_pid(p, l);
+  EXPECT_NE(pid, 0);
+  EXPECT_NE(pid, old_pid);
+  EXPECT_FALSE(l->in_transaction());
+}
+
+// Ends a session and waits until its process is gone, as a restart does.
+void terminate_backend(const std::string& db, std::int64_t pid) {
+  test::exec_sql(db, "SELECT pg_terminate_backend(" + std::to_string(pid) + ", 5000)");
+}
+
+TEST_F(PgTest, PoolHandsOutAFreshConnectionWhenTheServerEndedAnIdleOne) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
     pool p(io.get_executor(), options(*db_, 2));
     std::int64_t first_pid = 0;
     {
       lease l;
-      auto err = co_await p.async_acquire(l);
-      EXPECT_FALSE(err) << err.message;
-      result r;
-      co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
-      first_pid = r.int64(0, 0);
+      first_pid = co_await backend_pid(p, l);
     }
-    test::exec_sql(*db_, "SELECT pg_terminate_backend(" + std::to_string(first_pid) + ")");
+    EXPECT_NE(first_pid, 0);
+    EXPECT_EQ(p.idle(), 1u);
+    if (first_pid == 0) co_return;
+    terminate_backend(*db_, first_pid);
+    // The first query after the server ended the idle session succeeds.
+    co_await expect_new_session(p, first_pid);
+  });
+}
+
+TEST_F(PgTest, PoolReplacesAConnectionTheServerKilledWhileInUse) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    pool p(io.get_executor(), options(*db_, 2));
+    std::int64_t first_pid = 0;
     {
       lease l;
-      co_await p.async_acquire(l);
+      first_pid = co_await backend_pid(p, l);
+      EXPECT_NE(first_pid, 0);
+      if (first_pid == 0) co_return;
+      terminate_backend(*db_, first_pid);
       result r;
       auto err = co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
       // libpq reports the terminated session as lost (or as 57P01 when the
       // server's notice arrives first); either way the outcome is unknown.
       EXPECT_TRUE(is_outcome_unknown(err.code)) << err.message;
     }
-    lease l;
-    auto err = co_await p.async_acquire(l);
-    EXPECT_FALSE(err) << err.message;
-    result r;
-    err = co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
-    EXPECT_FALSE(err) << err.message;
-    EXPECT_NE(r.int64(0, 0), first_pid);
+    co_await expect_new_session(p, first_pid);
+  });
+}
+
+TEST_F(PgTest, PoolClosesAConnectionGivenBackInsideATransaction) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    pool p(io.get_executor(), options(*db_, 2));
+    std::int64_t first_pid = 0;
+    {
+      lease l;
+      first_pid = co_await backend_pid(p, l);
+      result r;
+      auto err = co_await l->async_exec("BEGIN", r, 3s);
+      EXPECT_FALSE(err) << err.message;
+      EXPECT_TRUE(l->in_transaction());
+    }
+    EXPECT_EQ(p.idle(), 0u);
+    co_await expect_new_session(p, first_pid);
   });
 }
 
