@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <map>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "account_shard/ledger/reconcile.hpp"
@@ -40,40 +42,57 @@ constexpr std::string_view sql_due_lots =
     "SELECT l.tenant, l.account_id, l.lot_id FROM lot l JOIN account a USING (tenant, account_id) "
     "WHERE l.state = 'open' AND a.status = 'active' "
     "AND l.expires_at <= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond' ORDER BY l.expires_at LIMIT $2";
-// Per lot: its row beside what the operations that name it add up to.
+// Reconciliation reads each table on its own, or probes another by key from
+// a LATERAL subquery (OFFSET 0 keeps it from being merged into a join, so
+// the probe is the only way in), and joins the rows in memory by key. A
+// join in SQL would leave the run to the planner's statistics, which crash
+// recovery leaves stale until the next analyse: after a chaos run's
+// restarts, the open holds' parts joined in SQL ran on the CPU past the
+// 5 s statement time-out (0.2 ms once the tables were analysed).
+constexpr std::string_view sql_reconcile_accounts =
+    "SELECT tenant, account_id, balance, held FROM account WHERE $1::text IS NULL OR tenant = $1 "
+    "ORDER BY tenant, account_id";
+// Per account: Σ entries up to the watermark $2 and after it, whether it
+// has an opening entry, and how many entries repeat a business key.
+constexpr std::string_view sql_reconcile_ledger =
+    "SELECT tenant, account_id, coalesce(sum(delta) FILTER (WHERE seq <= $2), 0), "
+    "coalesce(sum(delta) FILTER (WHERE seq > $2), 0), bool_or(biz_type = 'open_account'), "
+    "count(*) - count(DISTINCT (biz_type, biz_id)) FROM ledger_entry WHERE $1::text IS NULL OR tenant = $1 "
+    "GROUP BY tenant, account_id";
+constexpr std::string_view sql_reconcile_open_holds =
+    "SELECT tenant, account_id, sum(amount) FROM hold WHERE state = 'held' AND ($1::text IS NULL OR tenant = $1) "
+    "GROUP BY tenant, account_id";
 constexpr std::string_view sql_reconcile_lots =
-    "WITH parts AS (SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, (p->>0)::bigint AS lot_id, "
-    "  (p->>1)::bigint AS amount FROM operation o CROSS JOIN LATERAL jsonb_array_elements(o.lots) p "
-    "  WHERE o.state = 'succeeded' AND o.lots IS NOT NULL AND ($1::text IS NULL OR o.tenant = $1)), "
-    "by_ops AS (SELECT tenant, account_id, lot_id, "
-    "  sum(CASE WHEN biz_type IN ('credit', 'refund', 'lot_migration') THEN amount "
-    "    WHEN biz_type = 'hold' THEN 0 ELSE -amount END) AS remaining, "
-    "  sum(amount) FILTER (WHERE biz_type = 'expire') AS expired "
-    "  FROM parts GROUP BY tenant, account_id, lot_id), "
-    "by_holds AS (SELECT p.tenant, p.account_id, p.lot_id, sum(p.amount) AS held FROM parts p JOIN hold h "
-    "  ON h.tenant = p.tenant AND h.account_id = p.account_id AND h.hold_id = p.biz_id "
-    "  WHERE p.biz_type = 'hold' AND h.state = 'held' GROUP BY p.tenant, p.account_id, p.lot_id), "
-    "expiries AS (SELECT tenant, account_id, biz_id, count(*) AS n FROM ledger_entry WHERE biz_type = 'expire' "
-    "  AND ($1::text IS NULL OR tenant = $1) GROUP BY tenant, account_id, biz_id) "
-    "SELECT l.tenant, l.account_id, l.lot_id, l.remaining, l.held, l.expired, l.state, "
-    "coalesce(b.remaining, 0), coalesce(h.held, 0), coalesce(x.n, 0), coalesce(b.expired, 0) "
-    "FROM lot l LEFT JOIN by_ops b USING (tenant, account_id, lot_id) "
-    "LEFT JOIN by_holds h USING (tenant, account_id, lot_id) "
-    "LEFT JOIN expiries x ON x.tenant = l.tenant AND x.account_id = l.account_id AND x.biz_id = l.lot_id::text "
-    "WHERE $1::text IS NULL OR l.tenant = $1 ORDER BY l.tenant, l.account_id, l.lot_id";
-// Operations whose lot parts do not add up to their ledger entry.
+    "SELECT tenant, account_id, lot_id, remaining, held, expired, state = 'expired' FROM lot "
+    "WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, account_id, lot_id";
+// Per lot: what the operations naming it add up to (granted and returned
+// minus taken), and what the expire operations took from it.
+constexpr std::string_view sql_reconcile_lot_parts =
+    "SELECT o.tenant, o.account_id, (p->>0)::bigint, "
+    "sum(CASE WHEN o.biz_type IN ('credit', 'refund', 'lot_migration') THEN (p->>1)::bigint "
+    "  WHEN o.biz_type = 'hold' THEN 0 ELSE -(p->>1)::bigint END), "
+    "coalesce(sum((p->>1)::bigint) FILTER (WHERE o.biz_type = 'expire'), 0) "
+    "FROM operation o CROSS JOIN LATERAL jsonb_array_elements(o.lots) p "
+    "WHERE o.state = 'succeeded' AND o.lots IS NOT NULL AND ($1::text IS NULL OR o.tenant = $1) GROUP BY 1, 2, 3";
+// Per lot: the parts of the open holds in it (each hold probes its operation).
+constexpr std::string_view sql_reconcile_held_parts =
+    "SELECT h.tenant, h.account_id, (p->>0)::bigint, sum((p->>1)::bigint) FROM hold h "
+    "CROSS JOIN LATERAL (SELECT o.lots FROM operation o WHERE o.tenant = h.tenant AND o.account_id = h.account_id "
+    "  AND o.biz_type = 'hold' AND o.biz_id = h.hold_id AND o.state = 'succeeded' AND o.lots IS NOT NULL OFFSET 0) o "
+    "CROSS JOIN LATERAL jsonb_array_elements(o.lots) p "
+    "WHERE h.state = 'held' AND ($1::text IS NULL OR h.tenant = $1) GROUP BY 1, 2, 3";
+// Per account and business id, its expire entries (a lot's biz_id: its id).
+constexpr std::string_view sql_reconcile_expire_entries =
+    "SELECT tenant, account_id, biz_id, count(*) FROM ledger_entry WHERE biz_type = 'expire' "
+    "AND ($1::text IS NULL OR tenant = $1) GROUP BY 1, 2, 3";
+// Operations whose lot parts do not add up to their ledger entry (each
+// probes its entry by sequence number).
 constexpr std::string_view sql_reconcile_allocations =
     "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, s.total, e.delta FROM operation o "
-    "JOIN ledger_entry e ON e.seq = o.ledger_seq "
+    "CROSS JOIN LATERAL (SELECT e.delta FROM ledger_entry e WHERE e.seq = o.ledger_seq OFFSET 0) e "
     "CROSS JOIN LATERAL (SELECT sum((p->>1)::bigint) AS total FROM jsonb_array_elements(o.lots) p) s "
     "WHERE o.lots IS NOT NULL AND o.state = 'succeeded' AND ($1::text IS NULL OR o.tenant = $1) "
     "AND s.total <> abs(e.delta)";
-// Per account: what its lots add up to.
-constexpr std::string_view sql_reconcile_lot_totals =
-    "SELECT a.tenant, a.account_id, a.balance, a.held, coalesce(sum(l.remaining), 0), coalesce(sum(l.held), 0) "
-    "FROM account a LEFT JOIN lot l USING (tenant, account_id) WHERE $1::text IS NULL OR a.tenant = $1 "
-    "GROUP BY a.tenant, a.account_id, a.balance, a.held "
-    "HAVING a.balance <> coalesce(sum(l.remaining), 0) OR a.held <> coalesce(sum(l.held), 0)";
 constexpr std::string_view sql_entries =
     "SELECT seq, biz_type, biz_id, delta, balance_after, reverses, "
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
@@ -92,20 +111,6 @@ constexpr std::string_view sql_operation =
     "FROM operation WHERE tenant = $1 AND account_id = $2 AND biz_type = $3 AND biz_id = $4";
 constexpr std::string_view sql_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 constexpr std::string_view sql_max_seq = "SELECT coalesce(max(seq), 0) FROM ledger_entry";
-constexpr std::string_view sql_reconcile_totals =
-    "SELECT a.tenant, a.account_id, a.balance, a.held, "
-    "coalesce(l.upto, 0), coalesce(l.after, 0), coalesce(h.open_holds, 0), coalesce(l.dups, 0), "
-    "coalesce(l.has_opening, false) "
-    "FROM account a "
-    "LEFT JOIN (SELECT tenant, account_id, sum(delta) FILTER (WHERE seq <= $1) AS upto, "
-    "  sum(delta) FILTER (WHERE seq > $1) AS after, bool_or(biz_type = 'open_account') AS has_opening, "
-    "  count(*) - count(DISTINCT (biz_type, biz_id)) AS dups "
-    "  FROM ledger_entry WHERE $2::text IS NULL OR tenant = $2 GROUP BY tenant, account_id) l "
-    "  USING (tenant, account_id) "
-    "LEFT JOIN (SELECT tenant, account_id, sum(amount) AS open_holds FROM hold WHERE state = 'held' "
-    "  GROUP BY tenant, account_id) h USING (tenant, account_id) "
-    "WHERE $2::text IS NULL OR a.tenant = $2 "
-    "ORDER BY a.tenant, a.account_id";
 constexpr std::string_view sql_outbox_backlog =
     "WITH c AS (SELECT coalesce((SELECT tx_id FROM relay_cursor WHERE consumer = 'projection'), '0'::xid8) AS tx_id, "
     "  coalesce((SELECT id FROM relay_cursor WHERE consumer = 'projection'), 0) AS id) "
@@ -135,6 +140,85 @@ constexpr std::string_view sql_set_status =
     "jsonb_build_object('at', to_char(('epoch'::timestamptz + nx.next_expiry_ms * interval '1 millisecond') "
     "AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'amount', nx.next_expiry_amount) END) "
     "FROM u a" TALLY_NEXT_EXPIRY_JOIN;
+
+// ---- reconciliation: the reads joined in memory ----
+// Rows whose first two columns are tenant and account id.
+using account_key = std::pair<std::string, std::string>;
+using lot_key = std::tuple<std::string, std::string, std::int64_t>;  // (tenant, account id, lot id)
+
+account_key account_of(const pg::result& r, int row) {
+  return {std::string(r.text(row, 0)), std::string(r.text(row, 1))};
+}
+
+// Each row's index by its (tenant, account id).
+std::map<account_key, int> keyed_by_account(const pg::result& r) {
+  std::map<account_key, int> out;
+  for (int i = 0; i < r.rows(); ++i) out.emplace(account_of(r, i), i);
+  return out;
+}
+
+// Each row's index by its (tenant, account id, lot id in the third column).
+std::map<lot_key, int> keyed_by_lot(const pg::result& r) {
+  std::map<lot_key, int> out;
+  for (int i = 0; i < r.rows(); ++i) out.emplace(lot_key{r.text(i, 0), r.text(i, 1), r.int64(i, 2)}, i);
+  return out;
+}
+
+// The lot_mismatch findings per account, from sql_reconcile_accounts,
+// _lots, _lot_parts, _held_parts, _expire_entries and _allocations: each
+// lot beside what the operations naming it add up to, each operation whose
+// parts differ from its entry, each account whose lots do not add up to
+// its balance and held.
+std::map<account_key, std::vector<finding>> find_lot_findings(const pg::result& accounts, const pg::result& lots,
+                                                              const pg::result& parts, const pg::result& held_parts,
+                                                              const pg::result& expire_entries,
+                                                              const pg::result& allocations) {
+  std::map<account_key, std::vector<finding>> out;
+  const auto by_parts = keyed_by_lot(parts);
+  const auto by_held = keyed_by_lot(held_parts);
+  std::map<std::tuple<std::string, std::string, std::string>, std::int64_t> expire_count;
+  for (int i = 0; i < expire_entries.rows(); ++i)
+    expire_count.emplace(std::tuple{std::string(expire_entries.text(i, 0)), std::string(expire_entries.text(i, 1)),
+                                    std::string(expire_entries.text(i, 2))},
+                         expire_entries.int64(i, 3));
+  std::map<account_key, std::pair<std::int64_t, std::int64_t>> lot_sums;  // Σ remaining, Σ held
+  for (int i = 0; i < lots.rows(); ++i) {
+    const lot_key key{lots.text(i, 0), lots.text(i, 1), lots.int64(i, 2)};
+    const auto p = by_parts.find(key);
+    const auto h = by_held.find(key);
+    const auto x = expire_count.find({std::get<0>(key), std::get<1>(key), std::to_string(std::get<2>(key))});
+    lot_view v{std::get<2>(key),
+               lots.int64(i, 3),
+               lots.int64(i, 4),
+               lots.int64(i, 5),
+               lots.boolean(i, 6),
+               p == by_parts.end() ? 0 : parts.int64(p->second, 3),
+               h == by_held.end() ? 0 : held_parts.int64(h->second, 3),
+               x == expire_count.end() ? 0 : x->second,
+               p == by_parts.end() ? 0 : parts.int64(p->second, 4)};
+    auto& sums = lot_sums[account_of(lots, i)];
+    sums.first += v.remaining;
+    sums.second += v.held;
+    std::vector<finding> found;
+    find_lot_mismatches(v, found);
+    if (found.empty()) continue;
+    auto& list = out[account_of(lots, i)];
+    list.insert(list.end(), found.begin(), found.end());
+  }
+  for (int i = 0; i < allocations.rows(); ++i)
+    out[account_of(allocations, i)].push_back(
+        {"lot_mismatch", allocations.int64(i, 4) - std::abs(allocations.int64(i, 5)),
+         std::string(allocations.text(i, 2)), std::string(allocations.text(i, 3)), std::nullopt});
+  for (int i = 0; i < accounts.rows(); ++i) {
+    const auto key = account_of(accounts, i);
+    const auto sums = lot_sums.find(key);
+    const auto [remaining, held] = sums == lot_sums.end() ? std::pair<std::int64_t, std::int64_t>{} : sums->second;
+    const std::int64_t balance = accounts.int64(i, 2), account_held = accounts.int64(i, 3);
+    if (balance != remaining) out[key].push_back({"lot_mismatch", balance - remaining, "", "", std::nullopt});
+    if (account_held != held) out[key].push_back({"lot_mismatch", account_held - held, "", "", std::nullopt});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -265,32 +349,41 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
     std::vector<pg::result> rs;
     if ((out.error = co_await conn->async_pipeline(start, rs, timeout_))) co_return out;
     w = watermark.value_or(rs[1].int64(0, 0));
-    std::map<std::pair<std::string, std::string>, std::vector<finding>> lot_findings;
-    if ((out.error = co_await async_lot_findings(*conn, tenant, lot_findings))) co_return out;
-    pg::result totals;
-    std::vector<pg::param> totals_params{std::to_string(w), tenant};
-    if ((out.error = co_await conn->async_exec(sql_reconcile_totals, std::move(totals_params), totals, timeout_)))
-      co_return out;
+    std::vector<pg::statement> reads{
+        {sql_reconcile_accounts, {tenant}},       {sql_reconcile_ledger, {tenant, std::to_string(w)}},
+        {sql_reconcile_open_holds, {tenant}},     {sql_reconcile_lots, {tenant}},
+        {sql_reconcile_lot_parts, {tenant}},      {sql_reconcile_held_parts, {tenant}},
+        {sql_reconcile_expire_entries, {tenant}}, {sql_reconcile_allocations, {tenant}}};
+    if ((out.error = co_await conn->async_pipeline(reads, rs, timeout_))) co_return out;
+    auto lot_findings = find_lot_findings(rs[0], rs[3], rs[4], rs[5], rs[6], rs[7]);
+    const auto ledger = keyed_by_account(rs[1]);
+    const auto open_holds = keyed_by_account(rs[2]);
+    const auto& totals = rs[0];
     accounts = totals.rows();
     for (int i = 0; i < totals.rows(); ++i) {
-      std::int64_t balance = totals.int64(i, 2), held = totals.int64(i, 3), upto = totals.int64(i, 4),
-                   after = totals.int64(i, 5), open_holds = totals.int64(i, 6), dups = totals.int64(i, 7);
-      bool has_opening = totals.boolean(i, 8);
-      std::int64_t snapshot = balance - after;
-      auto lots = lot_findings.find({std::string(totals.text(i, 0)), std::string(totals.text(i, 1))});
+      const auto key = account_of(totals, i);
+      const std::int64_t balance = totals.int64(i, 2), held = totals.int64(i, 3);
+      const auto l = ledger.find(key);
+      const auto h = open_holds.find(key);
+      const std::int64_t upto = l == ledger.end() ? 0 : rs[1].int64(l->second, 2);
+      const std::int64_t after = l == ledger.end() ? 0 : rs[1].int64(l->second, 3);
+      const bool has_opening = l != ledger.end() && rs[1].boolean(l->second, 4);
+      const std::int64_t dups = l == ledger.end() ? 0 : rs[1].int64(l->second, 5);
+      const std::int64_t open_held = h == open_holds.end() ? 0 : rs[2].int64(h->second, 2);
+      const std::int64_t snapshot = balance - after;
+      auto lots = lot_findings.find(key);
       const bool lots_agree = lots == lot_findings.end();
-      if (upto == snapshot && held == open_holds && dups == 0 && has_opening && lots_agree) continue;
+      if (upto == snapshot && held == open_held && dups == 0 && has_opening && lots_agree) continue;
       // Only accounts that differ are read entry by entry for classification.
       pg::result entries;
-      std::vector<pg::param> params{std::string(totals.text(i, 0)), std::string(totals.text(i, 1)), std::to_string(w)};
+      std::vector<pg::param> params{key.first, key.second, std::to_string(w)};
       if ((out.error = co_await conn->async_exec(sql_account_entries_upto, std::move(params), entries, timeout_)))
         co_return out;
       std::vector<entry_view> views;
       for (int k = 0; k < entries.rows(); ++k)
         views.push_back({entries.int64(k, 0), std::string(entries.text(k, 1)), std::string(entries.text(k, 2)),
                          entries.int64(k, 3), entries.opt_int64(k, 4)});
-      differing.push_back(reconcile_account(std::string(totals.text(i, 0)), std::string(totals.text(i, 1)), snapshot,
-                                            after, held, open_holds, views,
+      differing.push_back(reconcile_account(key.first, key.second, snapshot, after, held, open_held, views,
                                             lots_agree ? std::vector<finding>{} : std::move(lots->second)));
     }
     co_await pg::async_rollback(*conn, timeout_);
@@ -322,39 +415,6 @@ asio::awaitable<query_result> queries::async_reconcile(std::optional<std::int64_
   std::vector<pg::result> ignored;
   out.error = co_await async_fenced_write(std::move(record), writer_epoch, ignored);
   co_return out;
-}
-
-asio::awaitable<pg::error> queries::async_lot_findings(
-    pg::connection& conn, const std::optional<std::string>& tenant,
-    std::map<std::pair<std::string, std::string>, std::vector<finding>>& out) {
-  std::vector<pg::statement> st{
-      {sql_reconcile_lots, {tenant}}, {sql_reconcile_allocations, {tenant}}, {sql_reconcile_lot_totals, {tenant}}};
-  std::vector<pg::result> rs;
-  if (auto err = co_await conn.async_pipeline(st, rs, timeout_)) co_return err;
-  const auto& lots = rs[0];
-  for (int i = 0; i < lots.rows(); ++i) {
-    lot_view v{lots.int64(i, 2), lots.int64(i, 3), lots.int64(i, 4), lots.int64(i, 5), lots.text(i, 6) == "expired",
-               lots.int64(i, 7), lots.int64(i, 8), lots.int64(i, 9), lots.int64(i, 10)};
-    std::vector<finding> found;
-    find_lot_mismatches(v, found);
-    if (found.empty()) continue;
-    auto& list = out[{std::string(lots.text(i, 0)), std::string(lots.text(i, 1))}];
-    list.insert(list.end(), found.begin(), found.end());
-  }
-  const auto& allocations = rs[1];
-  for (int i = 0; i < allocations.rows(); ++i)
-    out[{std::string(allocations.text(i, 0)), std::string(allocations.text(i, 1))}].push_back(
-        {"lot_mismatch", allocations.int64(i, 4) - std::abs(allocations.int64(i, 5)),
-         std::string(allocations.text(i, 2)), std::string(allocations.text(i, 3)), std::nullopt});
-  const auto& totals = rs[2];
-  for (int i = 0; i < totals.rows(); ++i) {
-    auto& list = out[{std::string(totals.text(i, 0)), std::string(totals.text(i, 1))}];
-    if (totals.int64(i, 2) != totals.int64(i, 4))
-      list.push_back({"lot_mismatch", totals.int64(i, 2) - totals.int64(i, 4), "", "", std::nullopt});
-    if (totals.int64(i, 3) != totals.int64(i, 5))
-      list.push_back({"lot_mismatch", totals.int64(i, 3) - totals.int64(i, 5), "", "", std::nullopt});
-  }
-  co_return pg::error{};
 }
 
 asio::awaitable<query_result> queries::async_lots(std::string tenant, std::string account_id, lot_page page) {

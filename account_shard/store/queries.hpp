@@ -3,7 +3,6 @@
 // of a reconciliation run) of a shard.
 // Results come back as JSON text for the HTTP layer.
 #include <chrono>
-#include <map>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -65,9 +64,6 @@ class queries {
   boost::asio::awaitable<query_result> async_reconciliation_runs(std::optional<std::string> tenant, int limit);
 
  private:
-  boost::asio::awaitable<pg::error> async_lot_findings(
-      pg::connection& conn, const std::optional<std::string>& tenant,
-      std::map<std::pair<std::string, std::string>, std::vector<finding>>& out);
   boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements, std::vector<pg::result>& out);
   // `writes` in one transaction on the writer pool, fenced: refused when
   // another writer took over (its epoch is not `writer_epoch`). `out`: the

@@ -292,6 +292,51 @@ TEST_F(LotsTest, ReconciliationFindsALotThatDisagreesAndFreezes) {
   EXPECT_EQ(client_->call("POST", "/v1/accounts/t1/alice/unfreeze").json()["status"], "active");
 }
 
+// Reconciliation joins each lot with its operations, open holds and expire
+// entries in memory, by tenant, account and lot id (store/queries.cpp).
+// Clean over two accounts with the same lot ids, an expired lot and an
+// open hold across two lots; then a unit of held value moved from one lot
+// to another (the account's sums unchanged) is found on exactly those two.
+TEST_F(LotsTest, ReconciliationMatchesEachLotWithItsOwnOperationsHoldsAndExpiries) {
+  open("alice");
+  open("bob");
+  const auto at = in_hours(1);
+  credit("alice", "c1", 10, at);
+  credit("alice", "c2", 20, std::nullopt);
+  credit("alice", "c3", 5, std::nullopt);
+  credit("bob", "b1", 7, std::nullopt);
+  set_clock(at - 2000);
+  EXPECT_EQ(send(command("debit", "alice", "d1", 3))["status"], "succeeded");
+  EXPECT_EQ(send(command("debit", "bob", "d2", 2))["status"], "succeeded");
+  set_clock(at);
+  ASSERT_TRUE(eventually([&] { return lot("alice", 1)["state"] == "expired"; })) << lot("alice", 1).dump();
+  auto hold = send(command("hold", "alice", "h1", 22));
+  ASSERT_EQ(hold["status"], "succeeded") << hold.dump();
+  ASSERT_EQ(hold["lots"].size(), 2u) << hold.dump();
+  expect_reconciled();
+
+  const auto move_held = [&](int by) {
+    exec_sql(db_, "UPDATE lot SET held = held + (CASE lot_id WHEN 2 THEN -1 ELSE 1 END) * " + std::to_string(by) +
+                      " WHERE account_id = 'alice' AND lot_id IN (2, 3)");
+  };
+  move_held(1);
+  auto report = client_->call("GET", "/v1/reconciliation?freeze=false").json();
+  ASSERT_EQ(report["differences"], 1) << report.dump();
+  const auto& alice = report["accounts_with_differences"][0];
+  EXPECT_EQ(alice["account_id"], "alice");
+  const json lot_finding = {{"class", "lot_mismatch"}, {"biz_type", "lot"}};
+  json expected = json::array();
+  for (const auto& [id, amount] : {std::pair{"2", -1}, {"3", 1}}) {
+    auto f = lot_finding;
+    f["biz_id"] = id;
+    f["amount"] = amount;
+    expected.push_back(f);
+  }
+  EXPECT_EQ(alice["findings"], expected) << report.dump();
+  move_held(-1);
+  expect_reconciled();
+}
+
 TEST_F(LotsTest, TheClockMovesOnlyWhenEnabled) {
   restart();
   EXPECT_EQ(client_->call("POST", "/v1/admin/clock", R"({"offset_ms": 1000})").status, 404);
