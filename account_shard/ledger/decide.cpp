@@ -24,6 +24,8 @@ constexpr contract::enum_names<reply_status, 6> reply_status_names{{{reply_statu
                                                                     {reply_status::cancelled, "cancelled"},
                                                                     {reply_status::already_applied, "already_applied"},
                                                                     {reply_status::retry, "retry"}}};
+
+bool add_overflows(std::int64_t a, std::int64_t b) { return a > std::numeric_limits<std::int64_t>::max() - b; }
 }  // namespace
 
 std::string_view to_string(account_status s) { return contract::name_of(account_status_names, s); }
@@ -90,7 +92,27 @@ lot_row* batch_state::find_lot(const account_row& a, std::int64_t lot_id) {
   return nullptr;
 }
 
+lot_row* batch_state::lot_on_same_terms(const account_row& a, const lot_part& part) {
+  auto it = lots.find(account_key(a.tenant, a.account_id));
+  if (it == lots.end()) return nullptr;
+  for (auto& l : it->second) {
+    if (l.state == lot_state::open && !l.grace_ms && l.origin != lot_origin::refund && !l.due_at(now_ms) &&
+        l.expires_at == part.expires_at && l.rule_version == part.rule_version &&
+        !add_overflows(l.granted, part.amount))
+      return &l;
+  }
+  return nullptr;
+}
+
 lot_part batch_state::grant_lot(account_row& a, const lot_part& part, lot_origin origin, const command& c) {
+  if (origin == lot_origin::grant || origin == lot_origin::transfer) {
+    if (lot_row* same = lot_on_same_terms(a, part)) {
+      same->granted += part.amount;
+      same->remaining += part.amount;
+      same->dirty = true;
+      return {same->lot_id, part.amount, same->expires_at, same->rule_version};
+    }
+  }
   lot_row l;
   l.tenant = a.tenant;
   l.account_id = a.account_id;
@@ -204,8 +226,6 @@ reply from_operation(const operation_row& op, command_kind kind, bool replayed) 
                                               : reply_status::cancelled;
   return r;
 }
-
-bool add_overflows(std::int64_t a, std::int64_t b) { return a > std::numeric_limits<std::int64_t>::max() - b; }
 
 }  // namespace
 

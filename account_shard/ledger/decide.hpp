@@ -140,8 +140,13 @@ class batch_state {
   void record(operation_row op);
   void emit(account_row& a, std::string_view type, const command& c);
   lot_row* find_lot(const account_row& a, std::int64_t lot_id);
-  // Grants a new lot (the next id of the account); returns its part.
+  // Grants `part`: a grant or a transfer's arrival adds to the account's
+  // open lot on the same terms (expiry and rule version) when the batch
+  // read one, so open lots grow with the terms in force, not with the
+  // credits; anything else (and a refund's grace lot) is a new lot, the
+  // next id of the account. Returns the part as granted.
   lot_part grant_lot(account_row& a, const lot_part& part, lot_origin origin, const command& c);
+  lot_row* lot_on_same_terms(const account_row& a, const lot_part& part);
   std::optional<std::vector<lot_part>> allocate_from(const account_row& a, std::int64_t amount);
   // A hold command's allocation: the lots its hold record names.
   std::vector<lot_part> held_parts(const command& c) const;

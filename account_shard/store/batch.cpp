@@ -36,12 +36,20 @@ struct hold_ref {
   auto operator<=>(const hold_ref&) const = default;
 };
 // Per account, what the batch's debits and holds on it take from its lots
-// (saturating: enough to read them all).
-using account_needs = std::map<account_ref, std::int64_t>;
+// (saturating: enough to read them all), and the rule version of the
+// first non-expiring value it grants there (its lot on those terms may take
+// the grant: decide.cpp, grant_lot).
+struct lot_need {
+  std::int64_t taken = 0;
+  param lasting_rule;
+};
+using account_needs = std::map<account_ref, lot_need>;
 constexpr auto account_need_columns =
     std::tuple{[](const account_needs::value_type& e) -> const std::string& { return e.first.tenant; },
                [](const account_needs::value_type& e) -> const std::string& { return e.first.account_id; }};
-constexpr auto account_need_amount = [](const account_needs::value_type& e) { return e.second; };
+constexpr auto account_lot_need_columns =
+    std::tuple{[](const account_needs::value_type& e) { return e.second.taken; },
+               [](const account_needs::value_type& e) { return e.second.lasting_rule; }};
 constexpr auto op_key_columns = std::tuple{&op_key::tenant, &op_key::account_id, &op_key::biz_type, &op_key::biz_id};
 constexpr auto hold_ref_columns = std::tuple{&hold_ref::tenant, &hold_ref::account_id, &hold_ref::hold_id};
 
@@ -127,7 +135,8 @@ enum class lot_column {
 // open lot of a busy account: all its expiring lots (consumed first), and
 // its non-expiring ones in consumption order (lot id) only until their
 // unheld value covers what the batch's debits and holds on it need ($3,
-// none when 0). Value the batch adds or frees itself comes later in the
+// none when 0); and the newest non-expiring lot of the rule version its
+// non-expiring grants carry ($4), which may take them. Value the batch adds or frees itself comes later in the
 // consumption order or is named (sql_lock_named_lots), so the first lots
 // that cover the need are the ones the full set would give. A read without
 // FOR UPDATE: the batch holds its accounts' rows (sql_lock_accounts, run
@@ -135,7 +144,8 @@ enum class lot_column {
 // the account first.
 constexpr std::string_view sql_read_open_lots =
     "SELECT " TALLY_LOT_COLUMNS
-    "FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(tenant, account_id, needed) CROSS JOIN LATERAL ("
+    "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS k(tenant, account_id, needed, lasting_rule) "
+    "CROSS JOIN LATERAL ("
     "(SELECT e.* FROM lot e WHERE e.tenant = k.tenant AND e.account_id = k.account_id AND e.state = 'open' "
     "AND e.expires_at IS NOT NULL) "
     "UNION ALL "
@@ -147,7 +157,10 @@ constexpr std::string_view sql_read_open_lots =
     "(SELECT m.lot, w.covered + (m.lot).remaining - (m.lot).held FROM walk w CROSS JOIN LATERAL (SELECT n AS lot "
     "FROM lot n WHERE n.tenant = k.tenant AND n.account_id = k.account_id AND n.state = 'open' "
     "AND n.expires_at IS NULL AND n.lot_id > (w.lot).lot_id ORDER BY n.lot_id LIMIT 1) m WHERE w.covered < k.needed)) "
-    "SELECT (w.lot).* FROM walk w)) l";
+    "SELECT (w.lot).* FROM walk w) "
+    "UNION ALL "
+    "(SELECT t.* FROM lot t WHERE t.tenant = k.tenant AND t.account_id = k.account_id AND t.state = 'open' "
+    "AND t.expires_at IS NULL AND t.rule_version = k.lasting_rule ORDER BY t.lot_id DESC LIMIT 1)) l";
 // The lots that operations name (a hold's allocation, a refund's
 // original), whatever their state.
 constexpr std::string_view sql_lock_named_lots =
@@ -204,15 +217,15 @@ constexpr auto new_lot_columns = std::tuple{&lot_row::tenant,
                                             &lot_row::source_id,
                                             state_name};
 constexpr std::string_view sql_update_lots =
-    "WITH changed AS (UPDATE lot l SET remaining = u.remaining, held = u.held, expired = u.expired, state = u.state, "
-    "updated_at = now() "
-    "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[]) "
-    "AS u(tenant, account_id, lot_id, remaining, held, expired, state) "
+    "WITH changed AS (UPDATE lot l SET granted = u.granted, remaining = u.remaining, held = u.held, "
+    "expired = u.expired, state = u.state, updated_at = now() "
+    "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], "
+    "$8::text[]) AS u(tenant, account_id, lot_id, granted, remaining, held, expired, state) "
     "WHERE l.tenant = u.tenant AND l.account_id = u.account_id AND l.lot_id = u.lot_id RETURNING 1) "
-    "SELECT expect_rows(count(*), $8) FROM changed";
+    "SELECT expect_rows(count(*), $9) FROM changed";
 constexpr auto changed_lot_columns =
-    std::tuple{&lot_row::tenant, &lot_row::account_id, &lot_row::lot_id, &lot_row::remaining,
-               &lot_row::held,   &lot_row::expired,    state_name};
+    std::tuple{&lot_row::tenant,    &lot_row::account_id, &lot_row::lot_id,  &lot_row::granted,
+               &lot_row::remaining, &lot_row::held,       &lot_row::expired, state_name};
 constexpr std::string_view sql_insert_operations =
     "INSERT INTO operation (tenant, account_id, biz_type, biz_id, request_hash, state, amount, reason, "
     "balance_after, held_after, version_after, ledger_seq, refunded, lots) "
@@ -380,6 +393,14 @@ std::size_t seqs_needed(std::span<const command> commands) {
   return n;
 }
 
+// The rule version of a credit's first non-expiring part, if it has one.
+param lasting_rule_of(const command& c) {
+  if (c.lots.empty()) return c.expires_at ? param{} : param{c.rule_version};
+  for (const auto& part : c.lots)
+    if (!part.expires_at) return part.rule_version;
+  return {};
+}
+
 // The statements that lock and read everything the batch may touch.
 read_plan read_statements(std::span<const command> commands) {
   account_needs accounts;
@@ -387,10 +408,11 @@ read_plan read_statements(std::span<const command> commands) {
   std::set<op_key> naming;  // operations whose lots the batch needs whatever their state
   std::set<hold_ref> holds;
   for (const auto& c : commands) {
-    auto& needed = accounts[{c.tenant, c.account_id}];
+    auto& need = accounts[{c.tenant, c.account_id}];
     constexpr auto most = std::numeric_limits<std::int64_t>::max();
     if (c.kind == command_kind::debit || c.kind == command_kind::hold)
-      needed = c.amount > most - needed ? most : needed + c.amount;
+      need.taken = c.amount > most - need.taken ? most : need.taken + c.amount;
+    if (c.kind == command_kind::credit && !need.lasting_rule) need.lasting_rule = lasting_rule_of(c);
     ops.insert(c.key());
     if (c.kind == command_kind::refund) {
       ops.insert(c.target_key());
@@ -407,7 +429,7 @@ read_plan read_statements(std::span<const command> commands) {
   }
   const auto account_arrays = pg::arrays_of(accounts, account_need_columns);
   auto lot_arrays = account_arrays;
-  lot_arrays.emplace_back(pg::array_of(accounts, account_need_amount));
+  for (auto& a : pg::arrays_of(accounts, account_lot_need_columns)) lot_arrays.push_back(std::move(a));
   read_plan plan;
   plan.add(sql_begin, {});
   plan.add(sql_fence_shared, {});

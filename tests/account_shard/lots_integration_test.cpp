@@ -36,9 +36,10 @@ class LotsTest : public ShardTest {
     ASSERT_EQ(r.status, 200) << r.body;
   }
   json credit(const std::string& account, const std::string& id, std::int64_t amount,
-              std::optional<std::int64_t> expires_at) {
+              std::optional<std::int64_t> expires_at, const std::string& rule_version = "") {
     json extra = json::object();
     if (expires_at) extra["expires_at"] = time::rfc3339_ms(*expires_at);
+    if (!rule_version.empty()) extra["rule_version"] = rule_version;
     return send(command("credit", account, id, amount, extra));
   }
   json lots(const std::string& account, const std::string& query = "state=all") {
@@ -104,9 +105,11 @@ TEST_F(LotsTest, DebitsTakeFirstToExpireAcrossThreeLots) {
 // several, every deduction still takes the expiring lot first and then the
 // non-expiring ones in grant order, past the held value, and the ones
 // beyond what was taken stay whole.
+// Forty non-expiring lots (each of its own rule version: value on the same
+// terms would share one lot).
 TEST_F(LotsTest, DeductionsAcrossManyNonExpiringLotsTakeThemInGrantOrderPastHeldValue) {
   open("alice");
-  for (int i = 1; i <= 40; ++i) credit("alice", "c" + std::to_string(i), 5, std::nullopt);
+  for (int i = 1; i <= 40; ++i) credit("alice", "c" + std::to_string(i), 5, std::nullopt, "r" + std::to_string(i));
   credit("alice", "c41", 3, in_hours(2));
   auto hold = send(command("hold", "alice", "h1", 8));
   ASSERT_EQ(hold["status"], "succeeded") << hold.dump();
@@ -137,6 +140,38 @@ TEST_F(LotsTest, DeductionsAcrossManyNonExpiringLotsTakeThemInGrantOrderPastHeld
   EXPECT_EQ(rest["status"], "succeeded") << rest.dump();
   auto more = send(command("debit", "alice", "more", 1));
   EXPECT_EQ(more["code"], "insufficient_funds") << more.dump();
+  expect_reconciled();
+}
+
+// 100,000 credits on three terms (two expiries and none), 1,000 a batch:
+// three open lots, each granted what its credits gave, and a deduction
+// still reads three lots; reconciliation matches each lot with its
+// operations.
+TEST_F(LotsTest, ManyCreditsOnFewTermsLeaveAsManyOpenLots) {
+  open("bob");
+  const std::vector<std::optional<std::int64_t>> terms{in_hours(1), in_hours(2), std::nullopt};
+  for (int b = 0; b < 100; ++b) {
+    json batch{{"commands", json::array()}};
+    for (int i = 0; i < 1000; ++i) {
+      const int n = b * 1000 + i;
+      json c = command("credit", "bob", "m" + std::to_string(n), 1 + n % 3);
+      if (const auto& at = terms[static_cast<std::size_t>(n % 3)]) c["expires_at"] = time::rfc3339_ms(*at);
+      batch["commands"].push_back(std::move(c));
+    }
+    auto r = client_->call("POST", "/v1/batch", batch.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    for (const auto& one : r.json()["results"]) ASSERT_EQ(one["status"], "succeeded") << one.dump();
+  }
+  const auto open_lots = lots("bob", "state=open")["lots"];
+  ASSERT_EQ(open_lots.size(), 3u) << open_lots.dump();
+  std::int64_t granted = 0;
+  for (const auto& l : open_lots) granted += l["granted"].get<std::int64_t>();
+  EXPECT_EQ(granted, balance("bob"));
+  EXPECT_EQ(balance("bob"), 199'999);  // 100,000 credits of 1, 2 and 3 in turn (the last is 1)
+  auto d = send(command("debit", "bob", "d1", 150'000));
+  ASSERT_EQ(d["status"], "succeeded") << d.dump();
+  EXPECT_EQ(d["lots"].size(), 3u) << d.dump();
+  EXPECT_EQ(count("lot"), 3);
   expect_reconciled();
 }
 
@@ -303,7 +338,7 @@ TEST_F(LotsTest, ReconciliationMatchesEachLotWithItsOwnOperationsHoldsAndExpirie
   const auto at = in_hours(1);
   credit("alice", "c1", 10, at);
   credit("alice", "c2", 20, std::nullopt);
-  credit("alice", "c3", 5, std::nullopt);
+  credit("alice", "c3", 5, std::nullopt, "r3");  // another rule version: a lot of its own
   credit("bob", "b1", 7, std::nullopt);
   set_clock(at - 2000);
   EXPECT_EQ(send(command("debit", "alice", "d1", 3))["status"], "succeeded");

@@ -325,6 +325,73 @@ TEST_F(Lots, TransferCreditGrantsOneLotPerExpiry) {
   expect_lots_add_up();
 }
 
+// Open lots grow with the terms in force, not with the credits: a grant or
+// a transfer's arrival on the terms (expiry, rule version) of an open lot
+// adds to it, each operation still naming the lot and its own amount, so a
+// refund comes back to it.
+TEST_F(Lots, CreditsOnTheSameTermsShareALotAndRefundsComeBackToIt) {
+  credit("c1", 10, now + hour);
+  credit("c2", 5, now + hour);
+  credit("c3", 7, std::nullopt);
+  credit("c4", 3, std::nullopt);
+  json other_rule = cmd("credit", "c5", 2);
+  other_rule["rule_version"] = "2";
+  st.decide(parse(other_rule));
+  json arrival = cmd("credit", "c6", 6);
+  arrival["lots"] = json::array({{{"amount", 4}, {"expires_at", tally_time(now + hour)}}, {{"amount", 2}}});
+  auto a = st.decide(parse(arrival));
+  ASSERT_EQ(a.status, reply_status::succeeded);
+  EXPECT_EQ(ids(a.lots), (taken{{1, 4}, {2, 2}}));
+  EXPECT_EQ(account().lot_count, 3);
+  EXPECT_EQ(lot_of(1).granted, 19);
+  EXPECT_EQ(lot_of(2).granted, 12);
+  EXPECT_EQ(lot_of(3).granted, 2);
+  EXPECT_EQ(lot_of(3).rule_version, "2");
+  EXPECT_EQ(lot_of(1).origin, lot_origin::grant);  // the terms' first grant
+
+  auto d = st.decide(parse(cmd("debit", "d1", 25)));
+  EXPECT_EQ(ids(d.lots), (taken{{1, 19}, {2, 6}}));
+  EXPECT_EQ(lot_of(1).state, lot_state::exhausted);
+  json r = cmd("refund", "r1", 20);
+  r["original_type"] = "debit";
+  r["original_id"] = "d1";
+  auto back = st.decide(parse(r));
+  ASSERT_EQ(back.status, reply_status::succeeded);
+  EXPECT_EQ(ids(back.lots), (taken{{2, 6}, {1, 14}}));
+  EXPECT_EQ(lot_of(1).remaining, 14);
+  EXPECT_EQ(lot_of(1).state, lot_state::open);
+  expect_lots_add_up();
+}
+
+// Only an open lot takes a grant: not one exhausted (its value was
+// consumed), not one due (its value expires), never a refund's grace lot.
+TEST_F(Lots, AGrantOpensALotWhereNoOpenOneIsOnItsTerms) {
+  credit("c1", 10, now + hour);
+  st.decide(parse(cmd("debit", "d1", 10)));
+  credit("c2", 5, now + hour);
+  EXPECT_EQ(account().lot_count, 2);
+  EXPECT_EQ(lot_of(1).granted, 10);
+
+  credit("c3", 4, now - 1);  // due already (a transfer may carry such an expiry)
+  credit("c4", 4, now - 1);
+  EXPECT_EQ(account().lot_count, 4);
+
+  // A refund of d1 after lot 1's expiry goes to a grace lot; a grant on the grace lot's terms opens its own.
+  st.now_ms = now + 2 * hour;
+  json r = cmd("refund", "r1", 3);
+  r["original_type"] = "debit";
+  r["original_id"] = "d1";
+  auto back = st.decide(parse(r));
+  ASSERT_EQ(back.lots.size(), 1u);
+  const auto grace = back.lots[0];
+  EXPECT_EQ(grace.lot_id, 5);
+  ASSERT_TRUE(grace.expires_at);
+  credit("c5", 1, *grace.expires_at);
+  EXPECT_EQ(account().lot_count, 6);
+  EXPECT_EQ(lot_of(5).granted, 3);
+  expect_lots_add_up();
+}
+
 TEST_F(Lots, EventsCarryTheNextExpiry) {
   credit("c1", 10, now + 2 * hour);
   credit("c2", 4, now + hour);
