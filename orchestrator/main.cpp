@@ -63,6 +63,13 @@ settings read_settings(const config::config& cfg) {
   s.runner.action_recheck = milliseconds(cfg.get_int("action_recheck_ms", 1000));
   s.runner.save_connections = static_cast<std::size_t>(cfg.get_int("database.save_connections", 2));
   s.runner.save_batch = static_cast<std::size_t>(cfg.get_int("database.save_batch", 256));
+  s.runner.maintenance.interval = milliseconds(cfg.get_int("maintenance_interval_ms", 60000));
+  s.runner.maintenance.detail_retention =
+      milliseconds(cfg.get_int("saga_detail_retention_ms", std::int64_t{30} * 24 * 3600 * 1000));
+  s.runner.maintenance.compact_page = static_cast<std::size_t>(cfg.get_int("compact_page", 500));
+  if (s.runner.maintenance.interval.count() <= 0 || s.runner.maintenance.detail_retention.count() < 0 ||
+      s.runner.maintenance.compact_page == 0)
+    throw std::runtime_error("maintenance_interval_ms and compact_page must be >= 1, saga_detail_retention_ms >= 0");
   if (s.runner.save_connections + 2 > s.pool)
     throw std::runtime_error("database.pool must exceed database.save_connections by at least 2");
   // The lease owner must name this process, not just its place: a restarted

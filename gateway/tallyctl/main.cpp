@@ -138,17 +138,21 @@ int main(int argc, char** argv) {
   // ---- sagas ----
   auto* sagas = app.add_subcommand("sagas", "Find, inspect and repair sagas (operator key)")->require_subcommand(1);
   struct {
-    std::string state, type, biz_id, cursor;
+    std::string state, type, biz_id, account, created_after, created_before, cursor;
     std::optional<std::int64_t> older_than_ms, limit;
-    bool overdue = false;
+    bool overdue = false, oldest_first = false;
   } list;
-  auto* list_cmd = sagas->add_subcommand("list", "Sagas, oldest first, a page at a time");
+  auto* list_cmd = sagas->add_subcommand("list", "Sagas, newest first, a page at a time");
   list_cmd->add_option("--state", list.state,
                        "pending, running, awaiting_confirmation, compensating, completed, "
                        "failed, compensated or needs_attention");
   list_cmd->add_option("--type", list.type, "credit, deduct, refund, transfer or batch_deduct");
   list_cmd->add_option("--biz-id", list.biz_id, "The business key");
+  list_cmd->add_option("--account", list.account, "Naming this account (not a batch deduction's items)");
+  list_cmd->add_option("--created-after", list.created_after, "Created at or after (RFC 3339, UTC)");
+  list_cmd->add_option("--created-before", list.created_before, "Created before (RFC 3339, UTC)");
   list_cmd->add_option("--older-than-ms", list.older_than_ms, "Created at least this long ago");
+  list_cmd->add_flag("--oldest-first", list.oldest_first, "Oldest first instead");
   list_cmd->add_flag("--overdue", list.overdue, "Only sagas past their deadline that have not finished");
   list_cmd->add_option("--limit", list.limit, "Sagas per page (1-500)")->check(CLI::Range(1, 500));
   list_cmd->add_option("--cursor", list.cursor, "The next page's cursor, from the previous page");
@@ -157,7 +161,11 @@ int main(int argc, char** argv) {
       return cl.show(api().get(target({"v1", "admin", "sagas"}, {{"state", list.state},
                                                                  {"type", list.type},
                                                                  {"biz_id", list.biz_id},
+                                                                 {"account", list.account},
+                                                                 {"created_after", list.created_after},
+                                                                 {"created_before", list.created_before},
                                                                  {"older_than_ms", text(list.older_than_ms)},
+                                                                 {"order", list.oldest_first ? "oldest" : ""},
                                                                  {"overdue", list.overdue ? "true" : ""},
                                                                  {"limit", text(list.limit)},
                                                                  {"cursor", list.cursor}})),

@@ -1,5 +1,6 @@
 #include "orchestrator/service/routes.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <span>
@@ -10,6 +11,7 @@
 #include "common/contract/saga_id.hpp"
 #include "common/http/route_table.hpp"
 #include "common/http/routing.hpp"
+#include "common/time/rfc3339.hpp"
 #include "common/validate/fields.hpp"
 #include "orchestrator/saga/codec.hpp"
 #include "orchestrator/saga/request.hpp"
@@ -269,8 +271,12 @@ class router {
     co_return http::json_response(req, 200, out);
   }
 
-  // ?limit= and ?cursor=, when present, into the filter; else the refusal.
+  // ?limit=, ?cursor= and ?order=, when present, into the filter; else the refusal.
   static std::optional<std::string> read_page(std::string_view query, saga_filter& f) {
+    if (auto order = http::query_param(query, "order")) {
+      if (*order != "newest" && *order != "oldest") return "order must be newest or oldest";
+      f.oldest_first = *order == "oldest";
+    }
     if (auto limit = http::query_param(query, "limit")) {
       auto v = http::to_int(*limit);
       if (!v || *v < 1 || *v > max_list_limit) return "limit must be from 1 to 500";
@@ -283,9 +289,25 @@ class router {
     return std::nullopt;
   }
 
-  // ?type=, ?biz_id=, ?limit= and ?cursor=, which both lists take, into
-  // the filter; else the refusal.
+  // An RFC 3339 time parameter, when present, into `at`; false when it is not one.
+  static bool read_time(std::string_view query, std::string_view name, std::optional<instant>& at) {
+    auto text = http::query_param(query, name);
+    if (!text) return true;
+    auto ms = time::parse_rfc3339_ms(*text);
+    if (ms) at = instant_from_unix_ms(*ms);
+    return ms.has_value();
+  }
+
+  // ?type=, ?biz_id=, ?account=, ?created_after=, ?created_before=, ?limit=,
+  // ?cursor= and ?order=, which both lists take, into the filter; else the
+  // refusal.
   static std::optional<std::string> read_shared(std::string_view query, saga_filter& f) {
+    if (auto account = http::query_param(query, "account")) {
+      if (!validate::is_valid_id(*account)) return "bad account";
+      f.account = std::move(*account);
+    }
+    if (!read_time(query, "created_after", f.created_after) || !read_time(query, "created_before", f.created_before))
+      return "created_after and created_before must be RFC 3339 times in UTC (2026-12-01T10:00:00Z)";
     if (auto type = http::query_param(query, "type")) {
       f.type = saga_type_from(*type);
       if (!f.type) return "type must be credit, deduct, refund, transfer or batch_deduct";
@@ -316,7 +338,8 @@ class router {
     if (auto older = http::query_param(query, "older_than_ms")) {
       auto v = http::to_int(*older);
       if (!v || *v < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
-      f.created_before = now() - std::chrono::milliseconds(*v);
+      const auto before = now() - std::chrono::milliseconds(*v);
+      f.created_before = f.created_before ? std::min(*f.created_before, before) : before;
     }
     if (auto overdue = http::query_param(query, "overdue")) {
       if (*overdue != "true" && *overdue != "false") co_return bad_request(req, "overdue must be true or false");

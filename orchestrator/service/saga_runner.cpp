@@ -60,7 +60,8 @@ saga_runner::saga_runner(asio::any_io_executor ex, saga_store& store, const shar
                  }}),
       started_(metrics.add_counter("tally_orch_sagas_started_total", "Sagas created by this instance")),
       replayed_(
-          metrics.add_counter("tally_orch_sagas_replayed_total", "Start requests answered with an existing saga")) {}
+          metrics.add_counter("tally_orch_sagas_replayed_total", "Start requests answered with an existing saga")),
+      metrics_(metrics) {}
 
 saga_runner::~saga_runner() { driver_.let_all_go(); }
 
@@ -69,6 +70,7 @@ asio::awaitable<pg::error> saga_runner::async_open() { co_return co_await store_
 void saga_runner::start() {
   claiming_.spawn([this] { return claimer_.async_run(claiming_); });
   claiming_.spawn([this] { return async_keep_leases(store_, options_.lease, claiming_); });
+  claiming_.spawn([this] { return async_maintain_store(store_, options_.maintenance, metrics_, claiming_); });
   work_.spawn([this] { return listener_.async_run(); });
 }
 

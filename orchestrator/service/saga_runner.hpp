@@ -33,6 +33,7 @@
 #include "orchestrator/service/claimer.hpp"
 #include "orchestrator/service/remote_actions.hpp"
 #include "orchestrator/service/saga_driver.hpp"
+#include "orchestrator/service/maintenance.hpp"
 #include "orchestrator/service/task_group.hpp"
 #include "orchestrator/store/saga_store.hpp"
 #include "orchestrator/transport/shard_client.hpp"
@@ -51,6 +52,7 @@ struct runner_options {
   std::chrono::milliseconds action_timeout{5000};
   // How often such an action's result is read without a notification.
   std::chrono::milliseconds action_recheck{1000};
+  maintenance_options maintenance{};
 };
 
 class saga_runner {
@@ -99,7 +101,7 @@ class saga_runner {
   saga_store& store_;
   runner_options options_;
   task_group work_;      // drivers, calls, the store's bookkeeping, the listener
-  task_group claiming_;  // the claimer and the lease keeper: stopped first
+  task_group claiming_;  // the claimer, the lease keeper and the store's upkeep: stopped first
   saga_driver driver_;
   claimer claimer_;
   remote_actions remote_;
@@ -108,6 +110,7 @@ class saga_runner {
 
   metrics::counter& started_;
   metrics::counter& replayed_;
+  metrics::registry& metrics_;  // for the upkeep's counters
 };
 
 }  // namespace tally::orch

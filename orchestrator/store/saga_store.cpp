@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 #include "orchestrator/saga/codec.hpp"
 
@@ -92,15 +93,32 @@ constexpr std::string_view sql_claim =
 // Overdue: still on its way to the pivot (or undoing) past its deadline.
 #define TALLY_SAGA_OVERDUE(now) \
   "s.state IN ('pending', 'running', 'compensating') AND s.deadline < to_timestamp(" now "::bigint / 1000.0)"
-constexpr std::string_view sql_list =
-    "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.tenant = $1 AND ($2::text IS NULL OR s.type = $2)"
-    " AND ($3::text IS NULL OR s.biz_id = $3) AND ($4::text IS NULL OR s.state = $4)"
-    " AND ($5::bigint IS NULL OR s.created_at < to_timestamp($5::bigint / 1000.0)) AND s.saga_id > $6"
-    " AND ($8::bigint IS NULL OR " TALLY_SAGA_OVERDUE("$8") ")"
-    " ORDER BY s.saga_id LIMIT $7";
+// The counts by state that the saga table's triggers keep, one row per
+// tenant, state and writing session (0: sessions that ended, folded); and
+// the overdue ones among the sagas still on their way.
 constexpr std::string_view sql_counts =
-    "SELECT s.state, count(*), count(*) FILTER (WHERE " TALLY_SAGA_OVERDUE("$2") ") FROM saga s"
-    " WHERE s.tenant = $1 GROUP BY s.state";
+    "SELECT state, sum(sagas)::bigint, 0::bigint FROM saga_state_count WHERE tenant = $1 GROUP BY state"
+    " UNION ALL SELECT 'overdue', 0, count(*) FROM saga s WHERE s.tenant = $1 AND " TALLY_SAGA_OVERDUE("$2");
+// Rows of sessions no longer running move into slot 0 (a pid taken again
+// by a new session only adds to what its rows hold: counts are sums).
+constexpr std::string_view sql_fold_counts =
+    "WITH gone AS (DELETE FROM saga_state_count c WHERE c.slot <> 0"
+    "  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.slot) RETURNING tenant, state, sagas)"
+    " INSERT INTO saga_state_count AS c (tenant, state, slot, sagas)"
+    " SELECT tenant, state, 0, sum(sagas) FROM gone GROUP BY tenant, state ORDER BY tenant, state"
+    " ON CONFLICT (tenant, state, slot) DO UPDATE SET sagas = c.sagas + EXCLUDED.sagas";
+// A page of sagas with attempts, in saga id (creation) order from $1 up
+// to the first id of $2's millisecond, and of those the settled ones that
+// settled before $2 lose their attempts.
+constexpr std::string_view sql_compact =
+    "WITH page AS (SELECT DISTINCT saga_id FROM saga_step WHERE saga_id > $1 AND saga_id < $2"
+    "  ORDER BY saga_id LIMIT $4),"
+    " settled AS (SELECT p.saga_id FROM page p JOIN saga s USING (saga_id)"
+    "  WHERE s.state IN ('completed', 'failed', 'compensated') AND s.updated_at < to_timestamp($3::bigint / 1000.0)),"
+    " gone AS (DELETE FROM saga_step st USING settled WHERE st.saga_id = settled.saga_id RETURNING st.saga_id)"
+    " SELECT (SELECT count(*) FROM page) AS sagas_read, (SELECT count(*) FROM settled) AS sagas,"
+    " (SELECT count(*) FROM gone) AS attempts, (SELECT max(saga_id) FROM page) AS last";
+enum class compact_col { sagas_read, sagas, attempts, last };
 constexpr std::string_view sql_refunds_of = "SELECT " TALLY_SAGA_COLUMNS
                                             " FROM saga s WHERE s.tenant = $1 AND s.type = 'refund'"
                                             " AND s.input->>'original_saga_id' = $2 ORDER BY s.saga_id";
@@ -136,8 +154,11 @@ constexpr std::string_view sql_renew =
     " INSERT INTO orchestrator_instance (instance, alive_until) VALUES ($1, to_timestamp($2::bigint / 1000.0))"
     " ON CONFLICT (instance) DO UPDATE SET alive_until = EXCLUDED.alive_until";
 
+constexpr std::string_view saga_columns = TALLY_SAGA_COLUMNS;
+
 #undef TALLY_SAGA_COLUMNS
 #undef TALLY_ATTEMPTS_FROM
+#undef TALLY_SAGA_OVERDUE
 
 param ms_param(instant t) { return std::to_string(unix_ms(t)); }
 param opt_ms(const std::optional<instant>& t) { return t ? ms_param(*t) : param{}; }
@@ -423,16 +444,28 @@ asio::awaitable<saga_store::counts_result> saga_store::async_counts(std::string 
 asio::awaitable<saga_store::load_result> saga_store::async_list(saga_filter f) {
   load_result out;
   pg::result r;
-  std::vector<param> params{f.tenant,
-                            f.type ? param{std::string(to_string(*f.type))} : param{},
-                            opt_text(f.biz_id),
-                            f.state ? param{std::string(to_string(*f.state))} : param{},
-                            opt_ms(f.created_before),
-                            f.after,
-                            std::to_string(f.limit),
-                            opt_ms(f.overdue_at)};
-  out.error = co_await query(sql_list, std::move(params), r);
+  auto q = saga_list_query(f, saga_columns);
+  out.error = co_await query(q.sql, std::move(q.params), r);
   if (!out.error) out.error = decode(r, out.sagas);
+  co_return out;
+}
+
+asio::awaitable<pg::error> saga_store::async_fold_counts() {
+  pg::result r;
+  co_return co_await query(sql_fold_counts, {}, r);
+}
+
+asio::awaitable<saga_store::compact_result> saga_store::async_compact(instant before, std::string after,
+                                                                      std::size_t limit) {
+  compact_result out;
+  pg::result r;
+  std::vector<param> params{std::move(after), first_saga_id_at(before), ms_param(before), std::to_string(limit)};
+  if ((out.error = co_await query(sql_compact, std::move(params), r))) co_return out;
+  const pg::row<compact_col> row(r, 0);
+  out.sagas_read = row.int64(compact_col::sagas_read);
+  out.sagas = row.int64(compact_col::sagas);
+  out.attempts = row.int64(compact_col::attempts);
+  if (!row.is_null(compact_col::last)) out.last = row.text(compact_col::last);
   co_return out;
 }
 

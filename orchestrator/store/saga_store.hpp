@@ -22,6 +22,7 @@
 
 #include "common/pg/pool.hpp"
 #include "orchestrator/engine/engine.hpp"
+#include "orchestrator/store/saga_list.hpp"
 
 namespace tally::orch {
 
@@ -57,19 +58,6 @@ struct saga_write {
   // (tenant, type, biz_id) exists.
   std::optional<saga_type> create{};
   std::string request_hash{};
-};
-
-// What operators and apps filter sagas by; empty fields match everything.
-struct saga_filter {
-  std::string tenant;
-  std::optional<saga_type> type{};
-  std::string biz_id{};
-  std::optional<saga_state> state{};
-  std::optional<instant> created_before{};
-  std::string after{};  // cursor: the last saga id of the previous page
-  std::size_t limit = 100;
-  // Set: only sagas pending, running or compensating past their deadline at this instant.
-  std::optional<instant> overdue_at{};
 };
 
 // An app's or operator's request for a saga another instance may hold.
@@ -144,11 +132,14 @@ class saga_store {
     std::map<saga_state, std::int64_t> by_state;  // states without sagas are absent
     std::int64_t overdue = 0;                     // as saga_filter::overdue_at, at `now`
   };
-  // How many of the tenant's sagas are in each state.
+  // How many of the tenant's sagas are in each state, from the counts the
+  // saga table's triggers keep (no scan of the sagas), and how many are
+  // overdue (from the sagas still on their way, through saga_by_state).
   boost::asio::awaitable<counts_result> async_counts(std::string tenant, instant now);
   // Every refund saga of the tenant whose original is `saga_id`, in any state.
   boost::asio::awaitable<load_result> async_refunds_of(std::string tenant, std::string saga_id);
-  // Sagas matching the filter, oldest first (ids are time-ordered).
+  // Sagas matching the filter, newest first unless it says oldest first
+  // (store/saga_list.hpp).
   boost::asio::awaitable<load_result> async_list(saga_filter f);
 
   struct attempts_result {
@@ -157,6 +148,22 @@ class saga_store {
   };
   // Every recorded attempt of a saga, in the order they were sent.
   boost::asio::awaitable<attempts_result> async_attempts(std::string saga_id);
+
+  // Folds the state counts of writing sessions that ended into slot 0, so
+  // the counts keep a row per tenant and state and live session.
+  boost::asio::awaitable<pg::error> async_fold_counts();
+  struct compact_result {
+    pg::error error;
+    std::int64_t sagas_read = 0;  // sagas with attempts in the page read
+    std::int64_t sagas = 0;       // of those, the ones compacted
+    std::int64_t attempts = 0;    // attempts removed
+    std::string last;             // the page's last saga id: where the next page starts
+  };
+  // Removes the recorded attempts of the settled sagas among the next
+  // `limit` sagas with attempts after `after`, created and settled before
+  // `before`. A saga's row (its input, progress and result) stays: replays,
+  // conflicts and refunds read it.
+  boost::asio::awaitable<compact_result> async_compact(instant before, std::string after, std::size_t limit);
 
   // Gives up every lease of this instance (at shutdown: its heartbeat goes),
   // so that others take the sagas at once instead of after it expires.

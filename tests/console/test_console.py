@@ -363,6 +363,29 @@ class ConsoleTest(unittest.TestCase):
                   "a rate of started sagas", timeout=15)
         self.screenshot("health")
 
+    def test_8_lists_are_newest_first_and_filter_by_account(self):
+        account = self.funded(1, "listed")
+        other = self.funded(0, "unlisted")
+        moved = self.api("POST", "/v1/transfers?wait_ms=5000",
+                         {"from_account": other, "to_account": account, "amount": 5, "biz_id": f"to-{account}"})
+        self.assertEqual(moved["state"], "completed")
+        newest = self.api("GET", "/v1/admin/sagas?limit=1", key=self.stack.operator_key)["sagas"][0]["saga_id"]
+        self.assertEqual(newest, moved["saga_id"], "the API lists newest first")
+        self.signed_in("/sagas")
+        self.wait(lambda d: self.listed(), "the list of sagas")
+        self.assertEqual(self.listed()[0], newest, "the console's list starts with the newest saga")
+        field = self.driver.find_element(By.ID, "f-account")
+        field.send_keys(account, Keys.ENTER)
+        # The credit that funded the account and the transfer to it, newest first.
+        self.wait(lambda d: "account=" in d.current_url and len(self.listed()) == 2, "the account's two sagas")
+        self.assertEqual(self.listed()[0], moved["saga_id"])
+        self.screenshot("sagas-by-account")
+
+    def listed(self):
+        """The saga ids of the list's table, in order."""
+        rows = self.driver.find_elements(By.CSS_SELECTOR, "#list-title ~ .scroll tbody tr td:first-child a")
+        return [a.text for a in rows]
+
 
 def main():
     raise_on_sigterm()  # so that every process started is stopped on SIGTERM too

@@ -9,10 +9,9 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
-#include "common/migrate/migrate.hpp"
 #include "orchestrator/saga/codec.hpp"
 #include "tests/orchestrator/sagas.hpp"
-#include "tests/support/pg_fixture.hpp"
+#include "tests/orchestrator/store_fixture.hpp"
 #include "tests/support/run_coroutine.hpp"
 
 namespace tally::orch {
@@ -23,23 +22,8 @@ using namespace std::chrono_literals;
 using namespace testing;
 using tally::test::run_coroutine;
 
-const instant t0{std::chrono::milliseconds(1'764'583'200'000)};
-
-class SagaStore : public ::testing::Test {
+class SagaStore : public store_test {
  protected:
-  void SetUp() override {
-    db_ = tally::test::pg_conninfo(tally::test::create_database("orch_store"));
-    const auto migrations = migrate::load(tally::test::source_dir() + "/migrations/orchestrator");
-    ASSERT_EQ(migrate::apply(db_, migrations).applied, static_cast<int>(migrations.size()));
-  }
-  pg::pool_options options() const {
-    pg::pool_options o;
-    o.conninfo = db_;
-    o.max_size = 4;
-    return o;
-  }
-  std::int64_t count(const std::string& sql) const { return tally::test::query_int(db_, sql); }
-
   // A transfer started by the engine at t0 (its hold in flight).
   saga started(std::string id, std::string biz_id = "t-1") const {
     auto s = transfer_saga(std::move(id));
@@ -47,8 +31,6 @@ class SagaStore : public ::testing::Test {
     engine_for("transfer").start(s, t0);
     return s;
   }
-
-  std::string db_;
 };
 
 TEST_F(SagaStore, CreateIsIdempotentOnTheBusinessKey) {

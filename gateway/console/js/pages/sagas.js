@@ -7,7 +7,7 @@ import { errorBox, fill, h, isTerminal, pageTitle, sagaLink, stateBadge, table, 
 const STATES = ["needs_attention", "pending", "running", "awaiting_confirmation", "compensating",
                 "failed", "compensated", "completed"];
 const TYPES = ["credit", "deduct", "refund", "transfer", "batch_deduct"];
-const FILTERS = ["state", "type", "older_than_ms", "biz_id", "overdue"];
+const FILTERS = ["state", "type", "older_than_ms", "biz_id", "account", "overdue", "order"];
 const PAGE = 50;
 
 // docs/api-additions.md: overdue is pending, running or compensating past the deadline.
@@ -56,7 +56,9 @@ function filterForm(query) {
     location.hash = href({
       state: f.state.value, type: f.type.value, biz_id: f.biz_id.value.trim(),
       older_than_ms: f.older_than_s.value === "" ? "" : String(Math.round(Number(f.older_than_s.value) * 1000)),
+      account: f.account.value.trim(),
       overdue: f.overdue.checked ? "true" : "",
+      order: f.oldest.checked ? "oldest" : "",
     });
   } },
     h("div", {}, select("state", "State", STATES)),
@@ -67,16 +69,22 @@ function filterForm(query) {
     h("div", {}, h("label", { for: "f-biz" }, "biz_id"),
       h("input", { id: "f-biz", name: "biz_id", value: query.get("biz_id"), autocomplete: "off",
                    spellcheck: "false" })),
+    h("div", {}, h("label", { for: "f-account" }, "Account"),
+      h("input", { id: "f-account", name: "account", value: query.get("account"), autocomplete: "off",
+                   spellcheck: "false" })),
     h("div", { class: "check" },
       h("input", { id: "f-overdue", name: "overdue", type: "checkbox", checked: query.get("overdue") === "true" }),
       h("label", { for: "f-overdue" }, "Overdue only")),
+    h("div", { class: "check" },
+      h("input", { id: "f-oldest", name: "oldest", type: "checkbox", checked: query.get("order") === "oldest" }),
+      h("label", { for: "f-oldest" }, "Oldest first")),
     h("div", { class: "buttons" },
       h("button", { type: "submit" }, "Apply"), h("a", { href: "#/sagas" }, "Clear filters")));
 }
 
 export async function mount(view, _params, query) {
   const filters = Object.fromEntries(FILTERS.map((f) => [f, query.get(f) ?? undefined]));
-  const filtered = Object.values(filters).some((v) => v);
+  const filtered = Object.entries(filters).some(([name, v]) => name !== "order" && v);
   const countsArea = h("section", { "aria-label": "Counts" });
   const stuckArea = h("div");
   const listArea = h("section", { "aria-labelledby": "list-title" });
@@ -88,8 +96,8 @@ export async function mount(view, _params, query) {
     const [counts, list, attention, late] = await Promise.allSettled([
       get("/v1/admin/sagas/counts"),
       get("/v1/admin/sagas", { ...filters, cursor: query.get("cursor"), limit: PAGE }),
-      filtered ? null : get("/v1/admin/sagas", { state: "needs_attention", limit: 20 }),
-      filtered ? null : get("/v1/admin/sagas", { overdue: "true", limit: 20 }),
+      filtered ? null : get("/v1/admin/sagas", { state: "needs_attention", order: "oldest", limit: 20 }),
+      filtered ? null : get("/v1/admin/sagas", { overdue: "true", order: "oldest", limit: 20 }),
     ]);
     fill(countsArea, counts.status === "fulfilled" ? countsBar(counts.value) : errorBox(counts.reason));
     // Unfiltered, the stuck sagas come first.
@@ -107,7 +115,8 @@ export async function mount(view, _params, query) {
     const cursor = query.get("cursor");
     fill(listArea,
       h("h2", { id: "list-title" }, filtered ? "Matching sagas" : "All sagas"),
-      sagaTable(`${cursor ? `After ${cursor}` : "From the first"}, oldest first`, sagas),
+      sagaTable(`${cursor ? `After ${cursor}` : "From the first"}, ${filters.order === "oldest" ? "oldest" : "newest"} first`,
+        sagas),
       h("nav", { class: "pager", "aria-label": "Pages of sagas" },
         cursor ? h("a", { href: href(filters) }, "First page") : null,
         next ? h("a", { href: href({ ...filters, cursor: next }), rel: "next" }, "Next page") : null));
