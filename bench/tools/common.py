@@ -110,3 +110,40 @@ def finish_axes(ax, xlabel, legend_loc):
 def save_plot(fig, results):
     fig.savefig(f"{results}/throughput.png", dpi=100, bbox_inches="tight")
     print(f"plot: {results}/throughput.png")
+
+
+def write_counts(path):
+    """A write_counts file (scripts/lib/bench.sh): {"wal": bytes, "dbs":
+    {name: {"bytes", "inserted", "updated", "deleted", "hot"}}}; None when
+    it is missing."""
+    try:
+        lines = read_text(path).splitlines()
+    except OSError:
+        return None
+    out = {"wal": 0, "dbs": {}}
+    for line in lines:
+        f = line.split()
+        if f and f[0] == "wal":
+            out["wal"] = int(f[1])
+        elif f and f[0] == "db":
+            out["dbs"][f[1]] = dict(zip(("bytes", "inserted", "updated", "deleted", "hot"), map(int, f[2:7])))
+    return out
+
+
+def writes_per_unit(results, name, units):
+    """Per unit (a completed transfer) between NAME.writes-start and
+    NAME.writes: WAL bytes, database bytes (every database's growth) and
+    rows inserted, updated (HOT among them) and deleted, summed over the
+    databases; {} without both files or units."""
+    start, end = write_counts(f"{results}/{name}.writes-start"), write_counts(f"{results}/{name}.writes")
+    if not start or not end or not units:
+        return {}
+    total = {k: sum(d[k] - start["dbs"].get(db, {}).get(k, 0) for db, d in end["dbs"].items())
+             for k in ("bytes", "inserted", "updated", "deleted", "hot")}
+    return {"wal_bytes_per_transfer": round((end["wal"] - start["wal"]) / units),
+            "db_bytes_per_transfer": round(total["bytes"] / units),
+            "rows_inserted_per_transfer": round(total["inserted"] / units, 2),
+            "rows_updated_per_transfer": round(total["updated"] / units, 2),
+            "hot_updates_per_transfer": round(total["hot"] / units, 2),
+            "rows_deleted_per_transfer": round(total["deleted"] / units, 2)}
+

@@ -141,6 +141,7 @@ def gateway(a):
     run.update(refused=refused, cpu_us_total=round(services_s * 1e6 / max(run["completed"], 1)),
                cpu_us_per_request=round(services_s * 1e6 / max(requests, 1)))
     run.update(waits(a.results, a.name))
+    run.update(common.writes_per_unit(a.results, a.name, run["completed"]))
     try:
         statements = int(common.read_text(f"{a.results}/{a.name}.statements-count").strip())
         run["statements_per_transfer"] = round(statements / max(run["completed"], 1), 2)

@@ -166,6 +166,26 @@ statements_count() {
   echo "$total"
 }
 
+# write_counts FILE DB...: what the databases have written so far, for the
+# write volume per transfer: a line "wal BYTES" (the cluster's WAL position)
+# and per database "db NAME BYTES INSERTED UPDATED DELETED HOT" (its size
+# and the rows its tables took, from pg_stat_user_tables; the statistics
+# are flushed at each transaction's end and at most every second).
+write_counts() {
+  local file=$1 db
+  shift
+  {
+    psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -qAt -d postgres \
+      -c "SELECT 'wal ' || pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
+    for db in "$@"; do
+      psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -qAt -F' ' -d "$db" -c "
+        SELECT 'db', current_database(), pg_database_size(current_database()), coalesce(sum(n_tup_ins), 0),
+               coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_del), 0), coalesce(sum(n_tup_hot_upd), 0)
+        FROM pg_stat_user_tables"
+    done
+  } >"$file"
+}
+
 # Peak resident memory of a process, in kB.
 peak_rss_kb() {
   awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"

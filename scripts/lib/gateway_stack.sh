@@ -86,7 +86,8 @@ stack_start() {
 # the gateway's peak RSS in stack_gw_rss, the metrics of every service at
 # the start and the end of the measured phase (NAME.SERVICE.metrics-start,
 # NAME.SERVICE.metrics), the statements count (NAME.statements-count, with
-# TALLY_PG_STATEMENTS=1) and the costliest statements (NAME.statements.txt).
+# TALLY_PG_STATEMENTS=1), the costliest statements (NAME.statements.txt) and
+# what the databases wrote (NAME.writes-start, NAME.writes: write_counts).
 stack_bench() {
   local saga_bench=$1 name=$2 via=$3 offered=${4:-0} subs=${5:-0} hot=${6:-0}
   local target_args=(--port="$stack_orch_port")
@@ -100,6 +101,7 @@ stack_bench() {
     # far, so that the figures leave the setup and warm-up out.
     wait_measuring "$results/$name.progress" || true
     record_cpu "$results/$name.cpu-start" "${stack_watched[@]}"
+    write_counts "$results/$name.writes-start" "${dbs[@]}"
     statements_reset "${dbs[@]}"
     local m
     for m in "${metrics_of[@]}"; do http_get_to "$results/$name.${m%%:*}.metrics-start" "${m#*:}" /metrics || true; done
@@ -115,6 +117,7 @@ stack_bench() {
   fi
   stack_gw_rss=$(peak_rss_kb "$stack_gw_pid")
   stack_cpu_end=$(record_cpu /dev/stdout "${stack_watched[@]}")
+  write_counts "$results/$name.writes" "${dbs[@]}"
   statements_report "$results/$name.statements.txt" "${dbs[@]}"
   statements_count "${dbs[@]}" >"$results/$name.statements-count" || true
   local m

@@ -292,6 +292,22 @@ class GatewayTest(ResultsTestCase):
         self.assertEqual(run["cpu_us_per_request"], round(sum(used) * 1e6 / requests))
         self.assertEqual(run["refused"], raw.get("errors_by_kind", {}).get("http_429", 0))
 
+    def test_run_figures_give_what_the_databases_wrote_per_transfer(self):
+        name = "gateway.half"
+        with open(self.file(f"{name}.writes-start"), "w") as f:
+            f.write("wal 1000000\ndb bench_s0 9000000 100 10 0 5\ndb bench_sagas 20000000 50 20 0 0\n")
+        with open(self.file(f"{name}.writes"), "w") as f:
+            f.write("wal 61000000\ndb bench_s0 12000000 40100 20010 0 10005\ndb bench_sagas 29000000 30050 "
+                    "20020 5000 10000\n")
+        run, raw = self.run_figures(name)[0], self.bench_json(name)
+        n = raw["completed"]
+        self.assertEqual(run["wal_bytes_per_transfer"], round(60000000 / n))
+        self.assertEqual(run["db_bytes_per_transfer"], round(12000000 / n))
+        self.assertEqual(run["rows_inserted_per_transfer"], round(70000 / n, 2))
+        self.assertEqual(run["rows_updated_per_transfer"], round(40000 / n, 2))
+        self.assertEqual(run["hot_updates_per_transfer"], round(20000 / n, 2))
+        self.assertEqual(run["rows_deleted_per_transfer"], round(5000 / n, 2))
+
     def test_run_figures_give_the_variable_cost_per_finished_saga(self):
         run, _ = self.run_figures("gateway.half")
         # 4,000 sagas finished in the window; the shards' account waits grew by 6 s and 2 s.
@@ -376,9 +392,12 @@ class CompareTest(ResultsTestCase):
         self.assertEqual(uniform["ratio"], f["head"]["uniform_per_s"] / f["base"]["uniform_per_s"])
         ratio = f["head"]["uniform_per_s"] / f["base"]["uniform_per_s"]
         self.assertIn(f"| completed transfers/s, closed loop, uniform | {f['base']['uniform_per_s']:,.0f} | "
-                      f"{f['head']['uniform_per_s']:,.0f} | {ratio:.2f}× | >= 2.5× |", lines)
+                      f"{f['head']['uniform_per_s']:,.0f} | {ratio:.2f}× | >= 1.25× |", lines)
         self.assertEqual(summary["pg_cpu_over_floor"], f["head"]["cpu_us"]["postgres"] / 480.0)
-        self.assertEqual(len(summary["targets"]), 6)  # the issue's five rows, the hot one in two parts
+        # The issue's rows (throughput uniform and hot, p99, WAL), hot / uniform, the floor.
+        self.assertEqual(len(summary["targets"]), 6)
+        self.assertEqual(f["head"]["wal_bytes_per_transfer"], self.med("head", "uniform", "wal_bytes_per_transfer"))
+        self.assertIn("| WAL bytes per transfer (uniform) | 12,800 | 4,900 | 0.38× | <= 0.4× |", lines)
         self.assert_targets(lines, summary["targets"])
         with open(self.file("compare.png"), "rb") as png:
             self.assertEqual(png.read(8), b"\x89PNG\r\n\x1a\n")
@@ -397,6 +416,7 @@ class CompareTest(ResultsTestCase):
         lines, summary = self.compare()
         self.assertIsNone(summary["pg_cpu_over_floor"])
         self.assertEqual(len(summary["targets"]), 5)
+        self.assertNotIn("db_bytes_per_transfer", summary["figures"]["base"])  # the fixture's base has none
 
 
 class HelpTest(unittest.TestCase):
