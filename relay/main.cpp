@@ -23,6 +23,7 @@
 #include "common/service/settings.hpp"
 #include "common/sharding/routing.hpp"
 #include "relay/service/feed.hpp"
+#include "relay/service/pruner.hpp"
 #include "relay/service/pump.hpp"
 #include "relay/service/routes.hpp"
 #include "relay/sink/projection_sink.hpp"
@@ -43,7 +44,9 @@ struct settings {
   redis::client_options redis;
   relay::pump_options pump;
   relay::feed_options feed;
+  relay::prune_options prune;
   milliseconds push_timeout{2000};
+  milliseconds saga_projection_ttl{86400000};
 };
 
 settings read_settings(const config::config& cfg) {
@@ -68,21 +71,35 @@ settings read_settings(const config::config& cfg) {
   s.pump.rebuild_page = static_cast<std::size_t>(cfg.get_int("rebuild_page", 500));
   if (s.pump.rebuild_page == 0) throw std::runtime_error("rebuild_page must be at least 1");
   s.push_timeout = milliseconds(cfg.get_int("push_timeout_ms", 2000));
+  s.saga_projection_ttl = milliseconds(cfg.get_int("saga_projection_ttl_ms", 86400000));
+  s.prune.min_age = milliseconds(cfg.get_int("outbox_min_age_ms", 3600000));
+  s.prune.interval = milliseconds(cfg.get_int("prune_interval_ms", 10000));
+  s.prune.batch = static_cast<std::size_t>(cfg.get_int("prune_batch", 5000));
+  if (s.saga_projection_ttl.count() < 0 || s.prune.min_age.count() < 0 || s.prune.interval.count() <= 0 ||
+      s.prune.batch == 0)
+    throw std::runtime_error(
+        "saga_projection_ttl_ms and outbox_min_age_ms must be >= 0, prune_interval_ms and"
+        " prune_batch >= 1");
   return s;
 }
 
 struct app : service::app {
   app(asio::io_context& io, settings s)
       : io_(io), s_(std::move(s)), redis_(io.get_executor(), s_.redis), all_stopped_(io) {
-    sinks_.push_back(std::make_unique<relay::projection_sink>(redis_));
+    sinks_.push_back(std::make_unique<relay::projection_sink>(redis_, s_.saga_projection_ttl));
     for (const auto& g : s_.gateways) {
       sinks_.push_back(std::make_unique<relay::push_sink>(io.get_executor(), "push:" + g.name, g.host, g.port,
                                                           s_.gateway_token, s_.push_timeout));
     }
     for (const auto& source : s_.sources) {
       feeds_.push_back(std::make_unique<relay::source_feed>(io.get_executor(), source, metrics_, s_.feed));
-      for (const auto& sink : sinks_)
+      std::vector<std::string> consumers;
+      for (const auto& sink : sinks_) {
         pumps_.push_back(std::make_unique<relay::pump>(io.get_executor(), *feeds_.back(), *sink, metrics_, s_.pump));
+        consumers.emplace_back(sink->name());
+      }
+      pruners_.push_back(
+          std::make_unique<relay::outbox_pruner>(io.get_executor(), source, std::move(consumers), metrics_, s_.prune));
     }
     ctx_ = std::make_unique<relay::route_context>(
         relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
@@ -94,11 +111,12 @@ struct app : service::app {
       if (++finished_ == tasks()) all_stopped_.cancel();
     });
   }
-  std::size_t tasks() const { return feeds_.size() + pumps_.size(); }
+  std::size_t tasks() const { return feeds_.size() + pumps_.size() + pruners_.size(); }
 
   asio::awaitable<void> async_start() override {
     for (auto& f : feeds_) spawn([f = f.get()]() -> asio::awaitable<void> { co_await f->async_run(); });
     for (auto& p : pumps_) spawn([p = p.get()]() -> asio::awaitable<void> { co_await p->async_run(); });
+    for (auto& p : pruners_) spawn([p = p.get()]() -> asio::awaitable<void> { co_await p->async_run(); });
     server_ = std::make_unique<http::server>(io_, s_.listen, relay::make_handler(*ctx_), relay::body_limits());
     server_->start();
     log::info("serving", {{"address", s_.listen.address},
@@ -115,6 +133,7 @@ struct app : service::app {
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(2));
     for (auto& p : pumps_) p->stop();  // each finishes its batch, saves its cursor and ends
     for (auto& f : feeds_) f->stop();
+    for (auto& p : pruners_) p->stop();
     if (finished_ < tasks()) {
       all_stopped_.expires_after(std::chrono::seconds(10));
       co_await all_stopped_.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -129,6 +148,7 @@ struct app : service::app {
   std::vector<std::unique_ptr<relay::sink>> sinks_;
   std::vector<std::unique_ptr<relay::source_feed>> feeds_;  // one per source, read for all its consumers
   std::vector<std::unique_ptr<relay::pump>> pumps_;
+  std::vector<std::unique_ptr<relay::outbox_pruner>> pruners_;  // one per source
   std::unique_ptr<relay::route_context> ctx_;
   std::unique_ptr<http::server> server_;
   std::size_t finished_ = 0;

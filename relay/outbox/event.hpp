@@ -50,6 +50,7 @@ struct outbox_event {
   std::string type;
   std::string doc;  // the public JSON document after this event
   std::int64_t created_ms = 0;
+  bool settled = false;  // a saga in a terminal state: its projection expires
 };
 
 // The public document an event leaves behind: for an account, the API's

@@ -52,18 +52,21 @@ constexpr std::string_view sql_horizon_xmin =
 // row says events are pending, committed or not, that the horizon has not
 // passed yet. Both branches start in the (tx_id, id) index.
 #define TALLY_HORIZON "current_setting('tally.relay_horizon')::xid8"
-#define TALLY_OUTBOX_AFTER(object, version)                                                        \
-  "(SELECT id, tx_id::text, event_id::text, tenant, " object ", " version                          \
-  ", event_type, payload::text,"                                                                   \
-  " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"                        \
-  " WHERE tx_id < " TALLY_HORIZON                                                                  \
-  " AND (tx_id, id) > ($1::xid8, $2::bigint) ORDER BY tx_id, id LIMIT $3)"                         \
-  " UNION ALL (SELECT id, tx_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM outbox_event" \
-  " WHERE (tx_id, id) > (greatest(" TALLY_HORIZON                                                  \
-  ", $1::xid8),"                                                                                   \
+#define TALLY_OUTBOX_AFTER(object, version, settled)                                   \
+  "(SELECT id, tx_id::text, event_id::text, tenant, " object ", " version              \
+  ", event_type, payload::text,"                                                       \
+  " floor(extract(epoch FROM created_at) * 1000)::bigint, " settled                    \
+  " FROM outbox_event"                                                                 \
+  " WHERE tx_id < " TALLY_HORIZON                                                      \
+  " AND (tx_id, id) > ($1::xid8, $2::bigint) ORDER BY tx_id, id LIMIT $3)"             \
+  " UNION ALL (SELECT id, tx_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" \
+  " FROM outbox_event WHERE (tx_id, id) > (greatest(" TALLY_HORIZON                    \
+  ", $1::xid8),"                                                                       \
   " CASE WHEN " TALLY_HORIZON " > $1::xid8 THEN -1 ELSE $2::bigint END) ORDER BY tx_id, id LIMIT 1)"
-constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version");
-constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version");
+// A saga's event settles it when its state is terminal: its projection expires.
+#define TALLY_SAGA_SETTLED "payload->>'state' IN ('completed', 'failed', 'compensated')"
+constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version", "false");
+constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version", TALLY_SAGA_SETTLED);
 #undef TALLY_HORIZON
 #undef TALLY_OUTBOX_AFTER
 constexpr std::string_view sql_accounts =
@@ -71,10 +74,15 @@ constexpr std::string_view sql_accounts =
     " floor(extract(epoch FROM a.updated_at) * 1000)::bigint, nx.next_expiry_ms, nx.next_expiry_amount"
     " FROM account a" TALLY_NEXT_EXPIRY_JOIN
     "WHERE (a.tenant, a.account_id) > ($1, $2) ORDER BY a.tenant, a.account_id LIMIT $3";
-// A saga's document is the payload of its latest event.
+// A saga's document is the payload of its latest event still in the
+// outbox; a saga whose events were all pruned is read through by the
+// gateway, as any other missing projection.
 constexpr std::string_view sql_sagas =
-    "SELECT DISTINCT ON (saga_id) tenant, saga_id, saga_version, payload::text FROM outbox_event"
+    "SELECT DISTINCT ON (saga_id) tenant, saga_id, saga_version, payload::text, " TALLY_SAGA_SETTLED
+    ","
+    " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"
     " WHERE saga_id > $1 ORDER BY saga_id, saga_version DESC LIMIT $2";
+#undef TALLY_SAGA_SETTLED
 
 }  // namespace
 
@@ -176,6 +184,7 @@ asio::awaitable<pg::error> outbox_reader::async_read(std::span<const cursor> fro
       e.version = r.int64(i, 5);
       e.type = r.text(i, 6);
       e.created_ms = r.int64(i, 8);
+      e.settled = r.boolean(i, 9);
       // A payload that is not an object still moves the cursor: it can never
       // become deliverable, and holding the line for it would stop the source.
       e.doc = public_doc(kind, r.text(i, 7), e.created_ms).value_or("");
@@ -216,6 +225,8 @@ asio::awaitable<pg::error> outbox_reader::async_snapshot(const object_state* aft
     } else {
       s.kind = object_kind::saga;
       s.doc = r.text(i, 3);
+      s.settled = r.boolean(i, 4);
+      s.updated_ms = r.int64(i, 5);
     }
     out.push_back(std::move(s));
   }

@@ -32,6 +32,8 @@ struct object_state {
   std::string object_id;
   std::int64_t version = 0;
   std::string doc;
+  bool settled = false;         // as outbox_event::settled
+  std::int64_t updated_ms = 0;  // a saga: when its latest event was written
 };
 
 class outbox_reader {

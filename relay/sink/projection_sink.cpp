@@ -12,8 +12,9 @@ namespace {
 
 // KEYS[1]: the source's marker ("deliver") or its rebuild key ("restore");
 // KEYS[2..]: objects. ARGV[1]: "deliver" or "restore", ARGV[2]: the
-// rebuild's token (restore); then each object's version and document in
-// turn. -1: the marker is missing; -2: the rebuild's token is gone.
+// rebuild's token (restore); then each object's version, document and
+// time to live (projection_ttl_ms) in turn. -1: the marker is missing; -2:
+// the rebuild's token is gone.
 const redis::script apply_script(R"lua(
 if ARGV[1] == 'deliver' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -22,10 +23,17 @@ elseif redis.call('GET', KEYS[1]) ~= ARGV[2] then
 end
 local applied = 0
 for i = 2, #KEYS do
-  local version = tonumber(ARGV[2 * i - 1])
+  local a = 3 * i - 3
+  local version = tonumber(ARGV[a])
+  local ttl = tonumber(ARGV[a + 2])
   local current = tonumber(redis.call('HGET', KEYS[i], 'v') or '-1')
   if current < version then
-    redis.call('HSET', KEYS[i], 'v', ARGV[2 * i - 1], 'doc', ARGV[2 * i])
+    if ttl < 0 then
+      redis.call('DEL', KEYS[i])
+    else
+      redis.call('HSET', KEYS[i], 'v', ARGV[a], 'doc', ARGV[a + 1])
+      if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
+    end
     applied = applied + 1
   end
 end
@@ -45,11 +53,23 @@ std::string key_of(object_kind kind, const std::string& tenant, const std::strin
   return kind == object_kind::account ? projection::account_key(tenant, id) : projection::saga_key(tenant, id);
 }
 
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 delivery failed(const redis::reply& r) {
   return {delivery_status::retry, r.error ? "redis: " + r.error.message() : "redis: " + r.v.text};
 }
 
 }  // namespace
+
+std::int64_t projection_ttl_ms(bool settled, std::int64_t event_ms, std::int64_t now_ms,
+                               std::chrono::milliseconds saga_ttl) {
+  if (!settled || saga_ttl.count() <= 0) return 0;
+  const auto left = event_ms + saga_ttl.count() - now_ms;
+  return left > 0 ? left : -1;
+}
 
 asio::awaitable<delivery> sink::async_begin_rebuild(const std::string&) { co_return delivery{}; }
 asio::awaitable<delivery> sink::async_restore(const std::string&, std::span<const object_state>) {
@@ -78,11 +98,13 @@ asio::awaitable<delivery> projection_sink::async_deliver(const std::string& sour
                                                          std::span<const outbox_event> events) {
   std::vector<std::string> keys{projection::source_marker(source)};
   std::vector<std::string> args{"deliver", ""};
+  const auto now = wall_ms();
   for (const auto& e : events) {
     if (e.doc.empty()) continue;
     keys.push_back(key_of(e.kind, e.tenant, e.object_id));
     args.push_back(std::to_string(e.version));
     args.push_back(e.doc);
+    args.push_back(std::to_string(projection_ttl_ms(e.settled, e.created_ms, now, saga_ttl_)));
   }
   co_return co_await async_apply(source, std::move(keys), std::move(args));
 }
@@ -99,19 +121,19 @@ asio::awaitable<delivery> projection_sink::async_restore(const std::string& sour
                                                          std::span<const object_state> states) {
   std::vector<std::string> keys{projection::rebuild_key(source)};
   std::vector<std::string> args{"restore", rebuilding_[source]};
+  const auto now = wall_ms();
   for (const auto& s : states) {
     keys.push_back(key_of(s.kind, s.tenant, s.object_id));
     args.push_back(std::to_string(s.version));
     args.push_back(s.doc);
+    args.push_back(std::to_string(projection_ttl_ms(s.settled, s.updated_ms, now, saga_ttl_)));
   }
   co_return co_await async_apply(source, std::move(keys), std::move(args));
 }
 
 asio::awaitable<delivery> projection_sink::async_finish_rebuild(const std::string& source) {
-  const auto now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
   std::vector<std::string> keys{projection::source_marker(source), projection::rebuild_key(source)};
-  std::vector<std::string> args{rebuilding_[source], std::to_string(now.count())};
+  std::vector<std::string> args{rebuilding_[source], std::to_string(wall_ms())};
   auto r = co_await redis_.async_eval(finish_script, std::move(keys), std::move(args));
   if (!r.ok()) co_return failed(r);
   if (r.v.integer == -2) co_return delivery{delivery_status::rebuild, "Redis lost the rebuild of " + source};

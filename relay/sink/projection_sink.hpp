@@ -7,6 +7,13 @@
 // rebuild's pages and its marker are written only while its token is still
 // in Redis: a second flush during a rebuild starts it over, instead of
 // marking complete a Redis that holds only the pages after the flush.
+//
+// A settled saga's projection (completed, failed, compensated) expires
+// `saga_ttl` after the event that settled it, so Redis holds the accounts
+// and the sagas of the last `saga_ttl`; a read of an expired one goes to
+// the saga store, as any missing projection does. Accounts and sagas still
+// running never expire.
+#include <chrono>
 #include <map>
 #include <random>
 #include <string>
@@ -16,9 +23,16 @@
 
 namespace tally::relay {
 
+// How long a projection written at `now_ms` lives, in ms: 0 for ever (an
+// account, a saga not settled, or `saga_ttl` 0), else what is left of
+// `saga_ttl` since the settling event at `event_ms`; -1 when nothing is
+// left, and the write removes the projection instead.
+std::int64_t projection_ttl_ms(bool settled, std::int64_t event_ms, std::int64_t now_ms,
+                               std::chrono::milliseconds saga_ttl);
+
 class projection_sink : public sink {
  public:
-  explicit projection_sink(redis::client& redis) : redis_(redis) {}
+  projection_sink(redis::client& redis, std::chrono::milliseconds saga_ttl) : redis_(redis), saga_ttl_(saga_ttl) {}
   std::string_view name() const override { return "projection"; }
   boost::asio::awaitable<delivery> async_deliver(const std::string& source,
                                                  std::span<const outbox_event> events) override;
@@ -32,6 +46,7 @@ class projection_sink : public sink {
   boost::asio::awaitable<delivery> async_apply(const std::string& source, std::vector<std::string> keys,
                                                std::vector<std::string> args);
   redis::client& redis_;
+  std::chrono::milliseconds saga_ttl_;
   std::map<std::string, std::string, std::less<>> rebuilding_;  // source → token of its rebuild
   std::mt19937_64 random_{std::random_device{}()};
 };

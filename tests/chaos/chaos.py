@@ -19,6 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tally_chaos import checker, report, snapshot  # noqa: E402
+from tally_chaos.audit import OutboxAudit  # noqa: E402
 from tally_chaos.api import Client  # noqa: E402
 from tally_chaos.faults import Faults  # noqa: E402
 from tally_chaos.workload import Workload  # noqa: E402
@@ -39,9 +40,10 @@ def make_cluster(args):
     return ComposeCluster(args.out, log)
 
 
-def sampler(cluster, samples, history, faults, stop, t0, every_s=1.0, progress_s=10.0):
+def sampler(cluster, samples, history, faults, audit, stop, t0, every_s=1.0, progress_s=10.0):
     last = time.time()
     while not stop.wait(every_s):
+        audit.advance()
         totals = snapshot.total_balance(cluster, cluster.layout.tenant)
         samples.append({"t": time.time(), "total": totals and totals[0], "held": totals and totals[1]})
         if time.time() - last >= progress_s:
@@ -49,7 +51,8 @@ def sampler(cluster, samples, history, faults, stop, t0, every_s=1.0, progress_s
             ops = history.snapshot()
             unknown = sum(1 for o in ops if o.get("unknown"))
             log(f"progress {time.time() - t0:6.0f} s: {len(ops)} operations ({unknown} unknown), "
-                f"{len(faults.events)} faults, Σ balance {totals[0] if totals else 'n/a (a shard database is down)'}")
+                f"{len(faults.events)} faults, Σ balance {totals[0] if totals else 'n/a (a shard database is down)'}, "
+                f"{audit.read} events audited")
 
 
 def quiesce(cluster, deadline_s):
@@ -113,12 +116,15 @@ def print_server_incidents(cluster):
                 print(f"  {line}", flush=True)
 
 
-def take_snapshot(cluster, deadline):
-    """snapshot.take, again while an authority cannot be reached (a server
-    that restarted by itself after the faults stopped), until the deadline."""
+def take_snapshot(cluster, audit, deadline):
+    """snapshot.take and the audit's result, again while an authority cannot
+    be reached (a server that restarted by itself after the faults stopped),
+    until the deadline."""
     while True:
         try:
-            return snapshot.take(cluster, cluster.layout.tenant)
+            snap = snapshot.take(cluster, cluster.layout.tenant)
+            snap["audit"] = audit.result()
+            return snap
         except snapshot.UNREACHABLE as e:
             if time.time() > deadline:
                 raise
@@ -131,13 +137,15 @@ def run(args, seed, cluster):
     api = Client(L.gateway_port, L.app_key, timeout=15)
     accounts = ["hot"] + [f"acct-{i:02d}" for i in range(args.accounts - 1)]
     work = Workload(api, accounts, seed, clients=args.clients)
+    audit = OutboxAudit(cluster, L.tenant)
+    audit.register()  # before the first event: the pruner waits for it from the start
     log(f"opening {len(accounts)} accounts with {len(accounts)} credits")
     work.open_accounts()
 
     faults = Faults(cluster, seed, args.fault_gap, args.pause, log)
     samples, stop_sampling = [], threading.Event()
     t0 = time.time()
-    threading.Thread(target=sampler, args=(cluster, samples, work.history, faults, stop_sampling, t0),
+    threading.Thread(target=sampler, args=(cluster, samples, work.history, faults, audit, stop_sampling, t0),
                      daemon=True).start()
     work.start()
     faults.start()
@@ -155,7 +163,7 @@ def run(args, seed, cluster):
     deadline = t_end + args.quiesce_timeout
     while True:
         try:
-            snap = take_snapshot(cluster, deadline)
+            snap = take_snapshot(cluster, audit, deadline)
         except snapshot.UNREACHABLE as e:
             print(f"FAIL: an authority could not be read until the deadline: {snapshot.one_line(e)}; seed {seed}",
                   flush=True)

@@ -50,6 +50,8 @@ def consistent():
                                      for a in accounts},
                         "sagas": {sid: {"state": s["state"]} for sid, s in sagas.items()}},
         "relay_backlog": [{"source": "shard 0", "consumer": "projection", "behind": 0}],
+        "audit": {"account_versions": {"a": [1, 2, 3, 4], "b": list(range(1, 8))}, "sagas_seen": sorted(sagas),
+                  "read": 40, "left": 3},
     }
 
 
@@ -100,6 +102,7 @@ class CheckerTest(unittest.TestCase):
         s["ledger_by_saga"].update({"sg_b": {"a": -5, "b": -5}, "sg_v1": {"b": 2}, "sg_v2": {"a": 5, "b": 3}})
         for sid in ("sg_b", "sg_v1", "sg_v2"):
             s["projections"]["sagas"][sid] = {"state": "completed"}
+            s["audit"]["sagas_seen"].append(sid)
         return s
 
     def test_revokes_move_what_their_shards_said_and_no_more_than_the_items_took(self):
@@ -149,6 +152,33 @@ class CheckerTest(unittest.TestCase):
         s["relay_backlog"][0]["behind"] = 3
         s["reconciliation"][1] = {"shard": 1, "differences": 1, "report": ["b"]}
         self.assertEqual(self.promises(s), {"relay_delivery_complete", "reconciliation_clean"})
+
+    def test_a_saga_projection_may_be_missing_only_if_a_rebuild_came_after_the_saga(self):
+        s = consistent()
+        sid = "sg_01M9669ERDB48FCDE5HFC7AT7H"  # created at 1796577999629 ms
+        self.assertEqual(checker.saga_created_ms(sid), 1796577999629)
+        s["sagas"][sid] = {"type": "credit", "biz_id": "late", "state": "failed", "input": {"account": "a", "amount": 1}}
+        s["audit"]["sagas_seen"].append(sid)
+        s["projections"]["sagas_rebuilt_ms"] = 1796577999630
+        self.assertEqual(checker.check(s, HISTORY), [])  # its events pruned before the rebuild: read through
+        s["projections"]["sagas_rebuilt_ms"] = 1796577999629
+        self.assertEqual(self.promises(s), {"projection_equals_ledger"})
+        s["projections"]["sagas"][sid] = {"state": "running"}  # a stale one is wrong whatever the rebuild
+        s["projections"]["sagas_rebuilt_ms"] = 1796577999630
+        self.assertEqual(self.promises(s), {"projection_equals_ledger"})
+
+    def test_an_event_pruned_before_the_audit_had_it_is_found(self):
+        s = consistent()
+        s["audit"]["account_versions"]["b"].remove(5)
+        s["audit"]["sagas_seen"].remove("sg_t")
+        v = checker.check(s, HISTORY)
+        self.assertEqual({(x.promise, x.key) for x in v},
+                         {("no_event_lost_by_pruning", "b"), ("no_event_lost_by_pruning", "sg_t")})
+
+    def test_an_outbox_never_pruned_is_found(self):
+        s = consistent()
+        s["audit"]["left"] = s["audit"]["read"]
+        self.assertEqual(self.promises(s), {"outbox_pruned"})
 
     def test_a_conflict_on_an_unchanged_request_is_a_violation(self):
         h = HISTORY + [{"kind": "credit", "biz_id": "c1", "conflict": True, "effect": 0}]

@@ -33,6 +33,7 @@ using namespace std::chrono_literals;
 using namespace asio::experimental::awaitable_operators;
 using relay_test::event_sql;
 using relay_test::session;
+using test::within;
 
 // Remembers every batch it was given, and where the batch lay in memory:
 // two sinks given the same read see the same events.
@@ -92,18 +93,6 @@ class RelayFeed : public ::testing::Test {
 
   std::string db_;
 };
-
-// Polls `ready` every 10 ms until it holds or `limit` has passed.
-asio::awaitable<bool> within(asio::io_context& io, std::chrono::milliseconds limit, std::function<bool()> ready) {
-  asio::steady_timer pause(io);
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() >= deadline) co_return false;
-    pause.expires_after(10ms);
-    co_await pause.async_wait(asio::use_awaitable);
-  }
-  co_return true;
-}
 
 // Until the feed has begun no round for 100 ms: the consumers wait for a wake.
 asio::awaitable<bool> quiet(asio::io_context& io, const source_feed& feed) {

@@ -1,11 +1,14 @@
-// The relay's pure parts: source configuration, public documents, backoff.
+// The relay's pure parts: source configuration, public documents, backoff,
+// what the outbox may lose and how long a projection lives.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "relay/outbox/event.hpp"
+#include "relay/outbox/retention.hpp"
 #include "relay/service/pump.hpp"
 #include "relay/service/wake.hpp"
+#include "relay/sink/projection_sink.hpp"
 #include "relay/sink/push_sink.hpp"
 
 namespace tally::relay {
@@ -123,6 +126,38 @@ TEST(WakeSchedule, RetriesSoonWhileEventsWaitForTheHorizon) {
     s.read(t0 + 20ms, true);
   }
   EXPECT_EQ(s.due(), t0 + 70ms);  // at most the maximum pause
+}
+
+TEST(Retention, CursorsCompareByTransactionNumberThenId) {
+  EXPECT_EQ(compare(cursor{"9", 50}, cursor{"10", 1}), std::strong_ordering::less);  // 9 < 10, not as text
+  EXPECT_EQ(compare(cursor{"10", 2}, cursor{"10", 1}), std::strong_ordering::greater);
+  EXPECT_EQ(compare(cursor{"4294967297", 7}, cursor{"4294967297", 7}), std::strong_ordering::equal);
+  EXPECT_THROW((void)compare(cursor{"12a", 1}, cursor{"1", 1}), std::invalid_argument);
+}
+
+TEST(Retention, TheBoundIsTheLowestCursor) {
+  const std::vector<consumer_position> consumers{
+      {"projection", cursor{"120", 40}}, {"push:g0", cursor{"99", 70}}, {"push:g1", cursor{"120", 3}}};
+  const auto bound = prune_bound(consumers);
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(bound->tx_id, "99");
+  EXPECT_EQ(bound->id, 70);
+}
+
+TEST(Retention, AConsumerThatDeliveredNothingHoldsEverything) {
+  const std::vector<consumer_position> consumers{{"projection", cursor{"120", 40}}, {"push:g0", std::nullopt}};
+  EXPECT_FALSE(prune_bound(consumers));
+  EXPECT_FALSE(prune_bound({}));  // no consumer yet: nobody said what it delivered
+}
+
+TEST(ProjectionTtl, OnlySettledSagasExpireCountedFromTheirEvent) {
+  using std::chrono::milliseconds;
+  const milliseconds day{86400000};
+  EXPECT_EQ(projection_ttl_ms(false, 1000, 5000, day), 0);  // an account, a saga still running
+  EXPECT_EQ(projection_ttl_ms(true, 1000, 5000, day), 86400000 - 4000);
+  EXPECT_EQ(projection_ttl_ms(true, 1000, 1000 + 86400000, day), -1);  // delivered (or rebuilt) too late: removed
+  EXPECT_EQ(projection_ttl_ms(true, 1000, 1000 + 86399999, day), 1);
+  EXPECT_EQ(projection_ttl_ms(true, 1000, 5000, milliseconds{0}), 0);  // 0: projections never expire
 }
 
 }  // namespace

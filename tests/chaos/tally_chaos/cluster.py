@@ -10,6 +10,11 @@ from tally_chaos.api import Client
 
 TENANT = "chaos"
 
+# Retention at short settings: the relay prunes, every second, the outbox
+# events older than two seconds that every consumer has passed (the run's
+# slow audit consumer among them, tally_chaos/audit.py).
+RELAY_RETENTION = {"outbox_min_age_ms": 2000, "prune_interval_ms": 1000}
+
 
 def sha256(text):
     return hashlib.sha256(text.encode()).hexdigest()

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from tally_chaos.cluster import ClusterBase, Layout
+from tally_chaos.cluster import RELAY_RETENTION, ClusterBase, Layout
 
 
 def free_port():
@@ -70,7 +70,8 @@ class LocalCluster(ClusterBase):
                       "TALLY_ORCH_INTERNAL_TOKEN": L.token})
         self.add("relay", "relay/relay",
                  [f"--listen.port={L.relay_port}", f"--redis.port={L.redis_port}",
-                  f"--gateways=g0=127.0.0.1:{L.gateway_internal_port}", "--standby_poll_ms=200"],
+                  f"--gateways=g0=127.0.0.1:{L.gateway_internal_port}", "--standby_poll_ms=200",
+                  *(f"--{k}={v}" for k, v in RELAY_RETENTION.items())],
                  {"TALLY_RELAY_SOURCES": L.relay_sources(), "TALLY_RELAY_INTERNAL_TOKEN": L.token})
         orchestrators = ",".join(f"127.0.0.1:{p}" for p in L.orchestrator_ports)
         self.add("gateway", "gateway/gateway",

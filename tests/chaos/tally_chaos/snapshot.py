@@ -114,6 +114,8 @@ def take(cluster, tenant):
 
     r = redis.Redis(host=cluster.redis[0], port=cluster.redis[1], socket_timeout=5)
     snap["projections"] = {"accounts": {}, "sagas": {}}
+    # When the relay last finished rebuilding the saga projections (unix ms; 0: never).
+    snap["projections"]["sagas_rebuilt_ms"] = int(r.get("tally:projection-source:orchestrator") or 0)
     pipe = r.pipeline(transaction=False)
     for a in snap["accounts"]:
         pipe.hget(f"tally:account:{tenant}/{a['account_id']}", "doc")
