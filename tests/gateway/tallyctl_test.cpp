@@ -167,6 +167,19 @@ TEST_F(Tallyctl, OperatorsFindInspectWatchAndRepairSagas) {
   EXPECT_EQ(refused.exit, 1);
   EXPECT_THAT(refused.err, HasSubstr("invalid_state"));
   EXPECT_EQ(json::parse(tallyctl({"--json", "accounts", "show", id, "--strong"}).out)["balance"], 40);
+
+  // The account's three sagas (its funding credit, the two held deductions), newest first, then oldest first.
+  auto by_account = json::parse(tallyctl({"--json", "sagas", "list", "--account", id}).out)["sagas"];
+  ASSERT_EQ(by_account.size(), 3u) << by_account.dump();
+  EXPECT_EQ(by_account[0]["saga_id"], other["saga_id"]);
+  EXPECT_EQ(by_account[1]["saga_id"], saga);
+  auto oldest = json::parse(tallyctl({"--json", "sagas", "list", "--account", id, "--oldest-first"}).out)["sagas"];
+  ASSERT_EQ(oldest.size(), 3u) << oldest.dump();
+  EXPECT_EQ(oldest[1]["saga_id"], saga);
+  EXPECT_EQ(oldest[2]["saga_id"], other["saga_id"]);
+  auto bad_time = tallyctl({"sagas", "list", "--created-after", "yesterday"});
+  EXPECT_EQ(bad_time.exit, 1);
+  EXPECT_THAT(bad_time.err, HasSubstr("created_after"));
 }
 
 TEST_F(Tallyctl, ReconcileRunsAndReports) {

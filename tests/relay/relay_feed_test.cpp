@@ -70,6 +70,10 @@ class RelayFeed : public ::testing::Test {
       source_feed feed(io.get_executor(), source(), registry, options);
       pump_options po;
       po.standby_poll = 50ms;
+      // No idle check of the lock's connection during a test: a consumer
+      // pinging its connection when the notification comes would ask for
+      // its read a round later than the other (seen in CI under load).
+      po.idle_check = 30s;
       std::vector<std::unique_ptr<pump>> pumps;
       for (auto* s : sinks) pumps.push_back(std::make_unique<pump>(io.get_executor(), feed, *s, registry, po));
       std::size_t running = 1 + pumps.size();
