@@ -160,7 +160,8 @@ TEST_F(LotsTest, ManyCreditsOnFewTermsLeaveAsManyOpenLots) {
     }
     auto r = client_->call("POST", "/v1/batch", batch.dump());
     ASSERT_EQ(r.status, 200) << r.body;
-    for (const auto& one : r.json()["results"]) ASSERT_EQ(one["status"], "succeeded") << one.dump();
+    const auto replies = r.json();  // bound first: a range-for over a temporary's member dangles
+    for (const auto& one : replies["results"]) ASSERT_EQ(one["status"], "succeeded") << one.dump();
   }
   const auto open_lots = lots("bob", "state=open")["lots"];
   ASSERT_EQ(open_lots.size(), 3u) << open_lots.dump();
