@@ -5,6 +5,7 @@
 
 #include "common/failpoint/failpoint.hpp"
 #include "common/log/log.hpp"
+#include "common/time/rfc3339.hpp"
 
 namespace tally::relay {
 
@@ -15,10 +16,6 @@ namespace {
 
 std::string labels(const source_config& s, std::string_view sink) {
   return R"(source=")" + s.name + R"(",sink=")" + std::string(sink) + '"';
-}
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -129,7 +126,7 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
     if (failures > 0)
       log::info("relay delivery recovered", {{"source", reader_.source().name}, {"sink", sink_.name()}});
     failures = 0;
-    const auto now = now_ms();
+    const auto now = time::now_unix_ms();
     for (const auto& e : batch) delivery_lag_.observe(static_cast<double>(now - e.created_ms) / 1000.0);
     lag_.set(static_cast<double>(now - batch.back().created_ms) / 1000.0);
     delivered_.inc(batch.size());

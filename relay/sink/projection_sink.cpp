@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/projection/keys.hpp"
+#include "common/time/rfc3339.hpp"
 
 namespace tally::relay {
 
@@ -53,11 +54,6 @@ std::string key_of(object_kind kind, const std::string& tenant, const std::strin
   return kind == object_kind::account ? projection::account_key(tenant, id) : projection::saga_key(tenant, id);
 }
 
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 delivery failed(const redis::reply& r) {
   return {delivery_status::retry, r.error ? "redis: " + r.error.message() : "redis: " + r.v.text};
 }
@@ -98,7 +94,7 @@ asio::awaitable<delivery> projection_sink::async_deliver(const std::string& sour
                                                          std::span<const outbox_event> events) {
   std::vector<std::string> keys{projection::source_marker(source)};
   std::vector<std::string> args{"deliver", ""};
-  const auto now = wall_ms();
+  const auto now = time::now_unix_ms();
   for (const auto& e : events) {
     if (e.doc.empty()) continue;
     keys.push_back(key_of(e.kind, e.tenant, e.object_id));
@@ -121,7 +117,7 @@ asio::awaitable<delivery> projection_sink::async_restore(const std::string& sour
                                                          std::span<const object_state> states) {
   std::vector<std::string> keys{projection::rebuild_key(source)};
   std::vector<std::string> args{"restore", rebuilding_[source]};
-  const auto now = wall_ms();
+  const auto now = time::now_unix_ms();
   for (const auto& s : states) {
     keys.push_back(key_of(s.kind, s.tenant, s.object_id));
     args.push_back(std::to_string(s.version));
@@ -133,7 +129,7 @@ asio::awaitable<delivery> projection_sink::async_restore(const std::string& sour
 
 asio::awaitable<delivery> projection_sink::async_finish_rebuild(const std::string& source) {
   std::vector<std::string> keys{projection::source_marker(source), projection::rebuild_key(source)};
-  std::vector<std::string> args{rebuilding_[source], std::to_string(wall_ms())};
+  std::vector<std::string> args{rebuilding_[source], std::to_string(time::now_unix_ms())};
   auto r = co_await redis_.async_eval(finish_script, std::move(keys), std::move(args));
   if (!r.ok()) co_return failed(r);
   if (r.v.integer == -2) co_return delivery{delivery_status::rebuild, "Redis lost the rebuild of " + source};
