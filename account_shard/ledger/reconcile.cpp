@@ -42,11 +42,18 @@ void find_lot_mismatches(const lot_view& lot, std::vector<finding>& out) {
   auto mismatch = [&](std::int64_t amount) {
     out.push_back({"lot_mismatch", amount, "lot", std::to_string(lot.lot_id), std::nullopt});
   };
-  if (lot.remaining != lot.ops_remaining) mismatch(lot.remaining - lot.ops_remaining);
+  if (lot.history_read && lot.remaining != lot.ops_remaining) mismatch(lot.remaining - lot.ops_remaining);
   if (lot.held != lot.holds_held) mismatch(lot.held - lot.holds_held);
+  if (!lot.history_read) return;
   if (lot.expired != lot.expired_by_ops) mismatch(lot.expired - lot.expired_by_ops);
   // The expiry job writes one entry per expired lot, and none for another.
   if (lot.expire_entries != (lot.is_expired ? 1 : 0)) mismatch(0);
+}
+
+checkpoint next_checkpoint(const checkpoint& previous, bool agrees, std::int64_t last_seq, std::int64_t rebuilt) {
+  if (!agrees) return {previous.seq, previous.balance, false};
+  if (previous.clean && last_seq < previous.seq) return previous;  // a run at an older watermark
+  return {last_seq, rebuilt, true};
 }
 
 nlohmann::json to_json(const account_reconciliation& r) {

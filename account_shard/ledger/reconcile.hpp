@@ -1,5 +1,7 @@
 #pragma once
 // Reconciliation of one account at a ledger watermark W, free of I/O.
+// A full run rebuilds from the first entry; an incremental one from the
+// account's checkpoint (the end of its last clean check).
 // The snapshot (the recorded balance as of W: today's balance minus the
 // entries after W) is compared with the rebuilt balance (Σ entries with
 // seq <= W, the opening entry included). The difference is classified:
@@ -49,10 +51,33 @@ struct lot_view {
   std::int64_t holds_held = 0;      // Σ of the open holds' parts in it
   std::int64_t expire_entries = 0;  // ledger entries (expire, lot id)
   std::int64_t expired_by_ops = 0;  // Σ of the expire operations' parts in it
+  // False in an incremental run, which reads an account's open lots and
+  // open holds but not every operation that ever named a lot: only held
+  // is checked then (ops_remaining, expire_entries and expired_by_ops are
+  // not read).
+  bool history_read = true;
 };
 
 // The lot_mismatch findings of one lot.
 void find_lot_mismatches(const lot_view& lot, std::vector<finding>& out);
+
+// Where an account's last clean check ended (account_checkpoint): its last
+// ledger entry then and the sum of its entries up to it. An incremental
+// run adds the entries after `seq` to `balance`.
+struct checkpoint {
+  std::int64_t seq = 0;
+  std::int64_t balance = 0;
+  bool clean = false;  // false: the account differed at its last check
+};
+
+// The checkpoint a run leaves: a clean account's ends at its last entry up
+// to the watermark, `last_seq` (not the watermark: an entry of the account
+// in a batch still committing has a number above every entry of the
+// account already committed, but may have one below the watermark), with
+// the rebuilt balance; a differing account keeps its last clean checkpoint
+// and is marked to be checked again. A clean checkpoint never moves back
+// (a full run at an older watermark).
+checkpoint next_checkpoint(const checkpoint& previous, bool agrees, std::int64_t last_seq, std::int64_t rebuilt);
 
 struct account_reconciliation {
   std::string tenant;

@@ -223,10 +223,14 @@ class router {
     }
     auto freeze = query_param(c.target.query, "freeze").value_or("true");
     if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
+    auto mode = reconcile_mode_from(query_param(c.target.query, "mode").value_or("incremental"));
+    if (!mode) co_return bad_request(req, "mode must be incremental or full");
     auto tenant = tenant_of(req, c);
     if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
-    co_return from_query(req, co_await ctx_.reads.async_reconcile(watermark, freeze == "true", ctx_.writer_epoch(),
-                                                                  std::get<std::optional<std::string>>(tenant)));
+    reconcile_request run{*mode, watermark, freeze == "true", std::get<std::optional<std::string>>(tenant)};
+    auto r = co_await ctx_.reads.async_reconcile(std::move(run), ctx_.writer_epoch());
+    if (!r.refusal.empty()) co_return bad_request(req, r.refusal);
+    co_return from_query(req, r);
   }
 
   asio::awaitable<response> reconciliation_runs(const request& req, const call& c) {

@@ -12,7 +12,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
-#include "account_shard/ledger/reconcile.hpp"
 #include "common/pg/pool.hpp"
 
 namespace tally::shard {
@@ -27,6 +26,21 @@ struct query_result {
   pg::error error;
   bool found = true;
   nlohmann::json body;
+  std::string refusal;  // not empty: the request was refused (400) for this reason, nothing read or written
+};
+
+// A full reconciliation reads every account of its scope; an incremental
+// one the accounts written since the last run of its scope, each from its
+// checkpoint (store/reconciliation.cpp).
+enum class reconcile_mode { incremental, full };
+std::string_view to_string(reconcile_mode m);
+std::optional<reconcile_mode> reconcile_mode_from(std::string_view s);
+
+struct reconcile_request {
+  reconcile_mode mode = reconcile_mode::incremental;
+  std::optional<std::int64_t> watermark;  // default: the newest entry
+  bool freeze = true;                     // accounts with a difference are frozen
+  std::optional<std::string> tenant;      // none: every tenant
 };
 
 class queries {
@@ -45,12 +59,11 @@ class queries {
   boost::asio::awaitable<query_result> async_operation(std::string tenant, std::string account_id, std::string biz_type,
                                                        std::string biz_id);
   boost::asio::awaitable<query_result> async_old_holds(std::int64_t older_than_ms, int limit);
-  // Reconciles every account at `watermark` (default: the newest entry) in
-  // one snapshot; with `freeze`, accounts with a difference are frozen.
-  // Only `tenant`'s accounts when given.
-  boost::asio::awaitable<query_result> async_reconcile(std::optional<std::int64_t> watermark, bool freeze,
-                                                       std::int64_t writer_epoch,
-                                                       std::optional<std::string> tenant = std::nullopt);
+  // Reconciles the accounts of the request's mode and scope at its
+  // watermark in one snapshot, records the run and the checkpoints it
+  // leaves (store/reconciliation.cpp). Refused: an incremental run at a
+  // watermark below the last run's.
+  boost::asio::awaitable<query_result> async_reconcile(reconcile_request request, std::int64_t writer_epoch);
   // Outbox events the relay's projection consumer has not delivered yet,
   // and the age of the oldest.
   boost::asio::awaitable<query_result> async_outbox_backlog();

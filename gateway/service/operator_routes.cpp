@@ -91,14 +91,17 @@ asio::awaitable<response> router::accounts_in_status(request& req, const call& c
   co_return http::json_response(req, 200, {{"accounts", std::move(all)}});
 }
 
-// GET /v1/admin/reconciliation?shard=N: runs the shard's reconciliation
-// for the caller's tenant now (the shard records it).
+// GET /v1/admin/reconciliation?shard=N&mode=: runs the shard's
+// reconciliation for the caller's tenant now (the shard records it),
+// incremental unless mode=full.
 asio::awaitable<response> router::reconciliation(request& req, const call& c) {
   auto n = shard_number(c.target.query, ctx_.shards.size());
   if (auto* bad = std::get_if<std::string>(&n)) co_return bad_request(req, *bad);
+  const auto mode = http::query_param(c.target.query, "mode").value_or("incremental");
+  if (mode != "incremental" && mode != "full") co_return bad_request(req, "mode must be incremental or full");
   const read_params none;
   co_return co_await forward(req, *ctx_.shards[std::get<std::size_t>(n)], "the shard", "/v1/reconciliation",
-                             "tenant=" + c.who->tenant, none);
+                             "tenant=" + c.who->tenant + "&mode=" + mode, none);
 }
 
 // GET /v1/admin/reconciliation/reports?shard=N&limit=: its last runs.

@@ -313,11 +313,15 @@ int main(int argc, char** argv) {
       app.add_subcommand("reconcile", "Run a shard's reconciliation, or read its last reports")->require_subcommand(1);
   std::int64_t shard = 0;
   std::optional<std::int64_t> reports_limit;
-  auto* rec_run = reconcile->add_subcommand("run", "Reconcile a shard now (accounts with a difference are frozen)");
+  auto* rec_run = reconcile->add_subcommand(
+      "run", "Reconcile a shard now: the accounts written since the last run (accounts with a difference are frozen)");
   rec_run->add_option("--shard", shard, "The shard's number in the routing, from 0")->required();
+  bool full = false;
+  rec_run->add_flag("--full", full, "Every account from its first entry, in one snapshot");
   rec_run->callback([&] {
     run = [&] {
-      return cl.show(api().get(target({"v1", "admin", "reconciliation"}, {{"shard", std::to_string(shard)}})),
+      return cl.show(api().get(target({"v1", "admin", "reconciliation"},
+                                      {{"shard", std::to_string(shard)}, {"mode", full ? "full" : "incremental"}})),
                      ctl::reconciliation_run);
     };
   });

@@ -121,17 +121,19 @@ std::string lots(const json& page) {
 
 std::string reconciliation_reports(const json& page) {
   std::vector<std::vector<std::string>> rows{
-      {"REPORT", "SHARD", "RAN_AT", "WATERMARK", "DIFFERENCES", "CLASSES", "FROZEN"}};
+      {"REPORT", "SHARD", "RAN_AT", "MODE", "SINCE", "WATERMARK", "DIFFERENCES", "CLASSES", "FROZEN"}};
   for (const auto& r : page.value("reports", json::array()))
-    rows.push_back({field(r, "report_id"), field(r, "shard"), field(r, "ran_at"), field(r, "watermark"),
-                    field(r, "differences"), cell(r.value("classes", json::object())),
+    rows.push_back({field(r, "report_id"), field(r, "shard"), field(r, "ran_at"), field(r, "mode"), field(r, "since"),
+                    field(r, "watermark"), field(r, "differences"), cell(r.value("classes", json::object())),
                     cell(r.value("frozen", json()))});
   return table(rows);
 }
 
 std::string reconciliation_run(const json& report) {
-  std::string out = "watermark " + field(report, "watermark") + ": " + field(report, "accounts") + " accounts, " +
-                    field(report, "differences") + " with differences\n";
+  std::string out = report.value("mode", "full") == "incremental" ? "incremental since " + field(report, "since") + ", "
+                                                                  : std::string("full, ");
+  out += "watermark " + field(report, "watermark") + ": " + field(report, "accounts") + " accounts, " +
+         field(report, "differences") + " with differences\n";
   std::vector<std::vector<std::string>> rows{{"ACCOUNT", "SNAPSHOT", "REBUILT", "DIFFERENCE", "FINDINGS"}};
   for (const auto& d : report.value("accounts_with_differences", json::array()))
     rows.push_back({field(d, "account_id"), field(d, "snapshot"), field(d, "rebuilt"), field(d, "difference"),

@@ -232,4 +232,56 @@ TEST(NeedsFreeze, OnlyRealProblemsFreeze) {
   EXPECT_TRUE(r.needs_freeze());
 }
 
+TEST(NextCheckpoint, ACleanCheckEndsAtTheAccountsLastEntryWithItsSum) {
+  const checkpoint before{10, 500, true};
+  const auto after = next_checkpoint(before, true, 42, 650);
+  EXPECT_EQ(after.seq, 42) << "its last entry, not the run's watermark";
+  EXPECT_EQ(after.balance, 650);
+  EXPECT_TRUE(after.clean);
+}
+
+TEST(NextCheckpoint, ADifferingAccountKeepsItsLastCleanOneMarkedToCheckAgain) {
+  const auto after = next_checkpoint({10, 500, true}, false, 42, 651);
+  EXPECT_EQ(after.seq, 10);
+  EXPECT_EQ(after.balance, 500);
+  EXPECT_FALSE(after.clean);
+  const auto never = next_checkpoint({}, false, 42, 651);
+  EXPECT_EQ(never.seq, 0);
+  EXPECT_EQ(never.balance, 0);
+  EXPECT_FALSE(never.clean);
+  const auto agrees_again = next_checkpoint(after, true, 50, 700);
+  EXPECT_EQ(agrees_again.seq, 50);
+  EXPECT_EQ(agrees_again.balance, 700);
+  EXPECT_TRUE(agrees_again.clean);
+}
+
+TEST(NextCheckpoint, NeverMovesBackAtAnOlderWatermark) {
+  const checkpoint before{42, 650, true};
+  const auto after = next_checkpoint(before, true, 7, 100);
+  EXPECT_EQ(after.seq, 42);
+  EXPECT_EQ(after.balance, 650);
+  // A differing account's last clean checkpoint may be older: it is the
+  // only clean one there is.
+  EXPECT_EQ(next_checkpoint({42, 650, false}, true, 7, 100).seq, 7);
+}
+
+TEST(LotMismatches, WithoutTheHistoryOnlyHeldIsChecked) {
+  lot_view v;
+  v.lot_id = 3;
+  v.remaining = 10;
+  v.held = 4;
+  v.holds_held = 3;
+  v.is_expired = true;  // without its expire entry, which was not read
+  v.history_read = false;
+  std::vector<finding> found;
+  find_lot_mismatches(v, found);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].amount, 1);
+  EXPECT_EQ(found[0].biz_id, "3");
+  found.clear();
+  v.history_read = true;
+  find_lot_mismatches(v, found);
+  EXPECT_EQ(found.size(), 3u) << "remaining against the operations, held, and the missing expire entry";
+}
+
 }  // namespace

@@ -338,13 +338,24 @@ class ConsoleTest(unittest.TestCase):
         row = "//table[caption='Accounts whose writes are refused']//tr[td//a[text()='{}']]".format
         self.wait(lambda d: d.find_element(By.XPATH, row(frozen)), f"{frozen} among the frozen accounts")
         self.assertFalse(self.driver.find_elements(By.XPATH, row(tampered)))
-        self.driver.find_element(By.XPATH, "//button[normalize-space()='Run now on s0']").click()
-        self.confirm(["Reconcile shard s0 now", "FROZEN"])
-        self.wait(lambda d: "1 difference(s), 1 account(s) frozen" in d.find_element(By.CSS_SELECTOR, ".notice").text,
-                  "the run's outcome: one difference, frozen")
+        # A change by hand writes no entry: the full run reads every account.
+        self.driver.find_element(By.XPATH, "//button[normalize-space()='Full run on s0']").click()
+        self.confirm(["Reconcile shard s0 now", "whole ledger", "FROZEN"])
+        self.wait(lambda d: "(full)" in d.find_element(By.CSS_SELECTOR, ".notice").text
+                  and "1 difference(s), 1 account(s) frozen" in d.find_element(By.CSS_SELECTOR, ".notice").text,
+                  "the full run's outcome: one difference, frozen")
         report = self.wait(lambda d: d.find_element(By.XPATH, "//table[contains(caption, 'shard s0')]//tbody/tr"),
                            "the run among shard s0's reports")
         self.assertIn(tampered, report.text)
+        self.assertIn("full", report.text)
+        # The next incremental run checks the account that differed again.
+        self.driver.find_element(By.XPATH, "//button[normalize-space()='Run now on s0']").click()
+        self.confirm(["Reconcile shard s0 now", "written since the last run", "FROZEN"])
+        self.wait(lambda d: "(incremental)" in d.find_element(By.CSS_SELECTOR, ".notice").text
+                  and "1 difference(s)" in d.find_element(By.CSS_SELECTOR, ".notice").text,
+                  "the incremental run finds it again")
+        self.wait(lambda d: "incremental since" in d.find_element(
+            By.XPATH, "//table[contains(caption, 'shard s0')]//tbody/tr").text, "the incremental run's report")
         self.wait(lambda d: d.find_element(By.XPATH, row(tampered)), f"{tampered} frozen by the run")
         self.screenshot("reconciliation")
         self.driver.find_element(By.XPATH, row(frozen) + "//button").click()

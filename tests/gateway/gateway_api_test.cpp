@@ -623,7 +623,13 @@ TEST_F(GatewayApi, OperatorEndpoints) {
   auto report = call("GET", "/v1/admin/reconciliation?shard=0", "", op);
   EXPECT_EQ(report.status, 200) << report.body;
   EXPECT_EQ(report.json()["differences"], 0);
+  EXPECT_EQ(report.json()["mode"], "incremental");
+  auto full = call("GET", "/v1/admin/reconciliation?shard=0&mode=full", "", op);
+  EXPECT_EQ(full.json()["mode"], "full") << full.body;
+  EXPECT_EQ(full.json()["differences"], 0);
+  EXPECT_GE(full.json()["accounts"], report.json()["accounts"]);
   expect_error(call("GET", "/v1/admin/reconciliation?shard=2", "", op), 400, "invalid_request");
+  expect_error(call("GET", "/v1/admin/reconciliation?shard=0&mode=all", "", op), 400, "invalid_request");
   auto frozen = call("POST", "/v1/admin/accounts/" + id + "/freeze", "{}", op);
   EXPECT_EQ(frozen.json()["status"], "frozen") << frozen.body;
   auto refused = post("/v1/credits?wait_ms=5000", {{"account_id", id}, {"amount", 1}, {"biz_id", unique_id("c")}});

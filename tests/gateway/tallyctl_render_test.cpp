@@ -90,8 +90,12 @@ TEST(TallyctlRender, AccountsEntriesLotsAndReports) {
                                        {"differences", 1},
                                        {"accounts_with_differences", {{{"account_id", "bob"}, {"difference", 2}}}},
                                        {"frozen", {{{"account_id", "bob"}}}}});
-  EXPECT_THAT(run, HasSubstr("watermark 12: 3 accounts, 1 with differences"));
+  EXPECT_THAT(run, HasSubstr("full, watermark 12: 3 accounts, 1 with differences"));
   EXPECT_THAT(run, HasSubstr("frozen: bob"));
+  EXPECT_THAT(reconciliation_run({{"mode", "incremental"}, {"since", 10}, {"watermark", 12}, {"accounts", 1}}),
+              HasSubstr("incremental since 10, watermark 12: 1 accounts"));
+  EXPECT_THAT(reconciliation_reports({{"reports", {{{"report_id", 9}, {"mode", "incremental"}, {"since", 7}}}}}),
+              HasSubstr("incremental"));
 }
 
 TEST(TallyctlUrl, OnlyHttpHostAndPort) {

@@ -186,9 +186,16 @@ TEST_F(Tallyctl, ReconcileRunsAndReports) {
   auto run = tallyctl({"reconcile", "run", "--shard", "0"});
   EXPECT_EQ(run.exit, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("0 with differences"));
-  auto reports = tallyctl({"--json", "reconcile", "reports", "--shard", "0", "--limit", "1"});
+  EXPECT_THAT(run.out, HasSubstr("incremental since"));
+  auto full = tallyctl({"reconcile", "run", "--shard", "0", "--full"});
+  EXPECT_EQ(full.exit, 0) << full.err;
+  EXPECT_THAT(full.out, HasSubstr("full, watermark"));
+  auto reports = tallyctl({"--json", "reconcile", "reports", "--shard", "0", "--limit", "2"});
   ASSERT_EQ(reports.exit, 0) << reports.err;
-  EXPECT_EQ(json::parse(reports.out)["reports"].size(), 1u);
+  const auto two = json::parse(reports.out)["reports"];
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0]["mode"], "full");
+  EXPECT_EQ(two[1]["mode"], "incremental");
   EXPECT_EQ(tallyctl({"reconcile", "run", "--shard", "7"}).exit, 1);
 }
 

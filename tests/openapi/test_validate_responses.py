@@ -77,7 +77,8 @@ GOOD = [
                      "mean_batch_size": 4.5, "mean_commit_ms": 1.25}}]}),
     rec("GET", "/v1/admin/reconciliation?shard=0", 200, REPORT),
     rec("GET", "/v1/admin/reconciliation/reports?shard=0", 200, {"reports": [
-        {"report_id": 1, "shard": 0, "ran_at": T, "watermark": 12, "differences": 1, "classes": {"unexplained": 1},
+        {"report_id": 1, "shard": 0, "ran_at": T, "mode": "incremental", "since": 3, "watermark": 12, "differences": 1,
+         "classes": {"unexplained": 1},
          "frozen": [], "report": REPORT}]}),
     rec("GET", "/v1/admin/accounts?status=frozen", 200, {"accounts": [dict(ACCOUNT, status="frozen", shard=1)]}),
     rec("GET", "/v1/admin/health", 200, {"at": T, "services": [{"name": "gateway", "ready": True},

@@ -226,7 +226,8 @@ def check(snap, history):
             v.append(Violation("reconciliation_clean", a["account_id"], f"status {a['status']}"))
     for r in snap["reconciliation"]:
         if r["differences"] != 0:
-            v.append(Violation("reconciliation_clean", f"shard {r['shard']}", str(r["report"])[:300]))
+            v.append(Violation("reconciliation_clean", f"shard {r['shard']} ({r.get('mode', 'full')})",
+                               str(r["report"])[:300]))
 
     # Lots (docs/account_shard.md, "Grant lots and expiry"), read from each
     # shard's tables: they add up to the balance and held; every expired lot

@@ -87,14 +87,17 @@ def take(cluster, tenant):
         for row in query(conninfo, "SELECT account_id, biz_type, biz_id FROM ledger_entry WHERE tenant = %s"
                                    " GROUP BY 1, 2, 3 HAVING count(*) > 1", (tenant,)):
             snap["ledger_dupes"].append(f"shard {shard}: " + "/".join(row))
-        # As an operator sees it, through the gateway (which freezes what differs).
-        rec = Client(cluster.layout.gateway_port, cluster.layout.operator_key, timeout=30).get(
-            f"/v1/admin/reconciliation?shard={shard}")
-        if rec.status != 200:
-            snap["reconciliation"].append({"shard": shard, "differences": -1, "report": f"HTTP {rec.status}"})
-        else:
-            snap["reconciliation"].append({"shard": shard, "differences": rec.body["differences"],
-                                           "report": rec.body["accounts_with_differences"]})
+        # As an operator sees it, through the gateway (which freezes what
+        # differs): what was written since the last run, then everything.
+        for mode in ("incremental", "full"):
+            rec = Client(cluster.layout.gateway_port, cluster.layout.operator_key, timeout=30).get(
+                f"/v1/admin/reconciliation?shard={shard}&mode={mode}")
+            if rec.status != 200:
+                snap["reconciliation"].append({"shard": shard, "mode": mode, "differences": -1,
+                                               "report": f"HTTP {rec.status}"})
+            else:
+                snap["reconciliation"].append({"shard": shard, "mode": mode, "differences": rec.body["differences"],
+                                               "report": rec.body["accounts_with_differences"]})
         for b in relay_backlog(conninfo, cluster.relay_consumers):
             snap["relay_backlog"].append({"source": f"shard {shard}", **b})
     snap["ledger_by_saga"] = {k: dict(v) for k, v in ledger_by_saga.items()}

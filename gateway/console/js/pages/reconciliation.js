@@ -1,5 +1,6 @@
 // Reconciliation: the frozen accounts (with Unfreeze), and per shard its
-// last reports (with their classes of differences) and a "Run now".
+// last reports (with their classes of differences), a "Run now" (the
+// accounts written since the last run) and a "Full run" (every account).
 import { act, enc, get } from "../api.js";
 import { accountLink, confirmAction, errorBox, facts, fill, h, json, notice, number, pageTitle, table,
          time } from "../view.js";
@@ -12,6 +13,7 @@ const classes = (c) => {
 
 const reportsTable = (shard, reports) => table(`Last reports of shard ${shard.name}, newest first`, [
   { label: "Ran at", cell: (r) => time(r.ran_at) },
+  { label: "Mode", cell: (r) => (r.mode === "incremental" ? `incremental since ${r.since}` : r.mode) },
   { label: "Watermark", cell: (r) => r.watermark, num: true },
   { label: "Differences", cell: (r) => number(r.differences), num: true },
   { label: "Classes", cell: (r) => classes(r.classes) },
@@ -70,15 +72,18 @@ export async function mount(view) {
         fill(reports, errorBox(error));
       }
     };
-    const run = async () => {
-      const ok = await confirmAction(`Run reconciliation on shard ${shard.name}?`,
-        `Reconcile shard ${shard.name} now: every account of this tenant on it is compared with its ledger at a ` +
-        "watermark. Every account with a difference is FROZEN: its writes are refused until an operator unfreezes it.",
-        "Run and freeze differences");
+    const run = async (mode) => {
+      const which = mode === "full"
+        ? "every account of this tenant on it is compared with its whole ledger (a change made by hand included)"
+        : "the accounts of this tenant written since the last run, those with open holds and those that differed " +
+          "last time are compared with their ledger from their last clean check";
+      const ok = await confirmAction(`Run ${mode} reconciliation on shard ${shard.name}?`,
+        `Reconcile shard ${shard.name} now: ${which}, at a watermark. Every account with a difference is FROZEN: ` +
+        "its writes are refused until an operator unfreezes it.", "Run and freeze differences");
       if (!ok) return;
       try {
-        const r = await get("/v1/admin/reconciliation", { shard: shard.shard });
-        fill(outcome, notice(`Shard ${shard.name}: ${r.accounts} accounts at watermark ${r.watermark}, ` +
+        const r = await get("/v1/admin/reconciliation", { shard: shard.shard, mode });
+        fill(outcome, notice(`Shard ${shard.name} (${mode}): ${r.accounts} accounts at watermark ${r.watermark}, ` +
           `${r.differences} difference(s), ${r.frozen.length} account(s) frozen.`));
       } catch (error) {
         fill(outcome, errorBox(error));
@@ -91,7 +96,8 @@ export async function mount(view) {
       h("h2", { id: title }, `Shard ${shard.name}`, h("span", { class: "muted" }, ` (number ${shard.shard})`)),
       facts([["Health", shard.health], ["Writer", shard.leader ? "yes" : "no"], ["Epoch", shard.epoch],
              ["Outbox not yet delivered", number(shard.outbox?.undelivered)]]),
-      h("button", { type: "button", onclick: run }, "Run now on ", shard.name), reports), load];
+      h("button", { type: "button", onclick: () => run("incremental") }, "Run now on ", shard.name), " ",
+      h("button", { type: "button", onclick: () => run("full") }, "Full run on ", shard.name), reports), load];
   }
 
   const [shards] = await Promise.all([get("/v1/admin/shards").catch((error) => error), loadFrozen()]);
