@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "account_shard/service/commit_queue.hpp"
+#include "account_shard/service/audit_job.hpp"
 #include "account_shard/service/expiry_job.hpp"
 #include "account_shard/service/leadership.hpp"
 #include "account_shard/service/routes.hpp"
@@ -46,6 +47,7 @@ struct settings {
   std::size_t read_pool = 4;
   std::string holder;
   shard::expiry_options expiry;
+  shard::audit_options audit;
   bool clock_control = false;
 };
 
@@ -79,6 +81,12 @@ settings read_settings(const config::config& cfg) {
   s.expiry.batch = static_cast<int>(cfg.get_int("expiry.batch", 200));
   if (s.expiry.interval.count() < 1 || s.expiry.batch < 1 || s.expiry.batch > 1000)
     throw std::runtime_error("expiry.interval_ms must be >= 1 and expiry.batch 1 to 1000");
+  s.audit.page_accounts = static_cast<int>(cfg.get_int("audit.page_accounts", 1000));
+  s.audit.pause = std::chrono::milliseconds(cfg.get_int("audit.pause_ms", 20));
+  s.audit.idle = std::chrono::milliseconds(cfg.get_int("audit.idle_ms", 5000));
+  if (s.audit.page_accounts < 1 || s.audit.page_accounts > 100'000 || s.audit.pause.count() < 0 ||
+      s.audit.idle.count() < 1)
+    throw std::runtime_error("audit.page_accounts must be 1 to 100000, audit.pause_ms >= 0, audit.idle_ms >= 1");
   s.commit.refund_grace_ms = cfg.get_int("refund.expired_lot_grace_ms", 7LL * 24 * 3600 * 1000);
   if (s.commit.refund_grace_ms < 0) throw std::runtime_error("refund.expired_lot_grace_ms must be >= 0");
   s.clock_control = cfg.get_bool("testing.clock_control", false);
@@ -106,6 +114,7 @@ struct app : service::app {
         commits_(io.get_executor(), writers_, s_.commit, clock_, metrics_, [] { std::_Exit(exit_lost_writer); }),
         reads_(readers_, writers_, s_.commit.statement_timeout),
         expiry_(io.get_executor(), commits_, reads_, clock_, s_.expiry, metrics_),
+        audits_(io.get_executor(), reads_, s_.audit, metrics_, [this] { return epoch_; }),
         leader_gauge_(metrics_.add_gauge("tally_shard_is_writer", "1 while this instance is the shard's writer")),
         ctx_{commits_,
              reads_,
@@ -114,13 +123,15 @@ struct app : service::app {
              [this] { return epoch_; },
              [this] { return epoch_ > 0 && !stopping_; },
              clock_,
-             s_.clock_control} {}
+             s_.clock_control,
+             [this] { audits_.poke(); }} {}
 
   asio::awaitable<void> async_start() override {
     epoch_ = co_await lead_.async_acquire(std::chrono::milliseconds(200));
     leader_gauge_.set(1);
     commits_.start(epoch_);
     expiry_.start();
+    audits_.start();
     // The port is bound only by the writer, so clients keep one address per
     // shard and a standby takes it over when the writer dies; the old
     // writer's socket may linger for a moment after it died.
@@ -158,9 +169,11 @@ struct app : service::app {
     log::info("shutting down: finishing in-flight requests");
     lead_.stop();
     expiry_.stop();
+    audits_.stop();
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
     co_await commits_.async_drain();
     co_await expiry_.async_stopped();
+    co_await audits_.async_stopped();
     log::info("stopped");
   }
 
@@ -174,6 +187,7 @@ struct app : service::app {
   shard::commit_queue commits_;
   shard::queries reads_;
   shard::expiry_job expiry_;
+  shard::audit_job audits_;
   metrics::gauge& leader_gauge_;
   shard::route_context ctx_;
   std::unique_ptr<http::server> server_;

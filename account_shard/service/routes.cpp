@@ -107,6 +107,10 @@ class router {
         {v::get, "/v1/holds/old", &router::old_holds},
         {v::get, "/v1/reconciliation", &router::reconcile},
         {v::get, "/v1/reconciliation/runs", &router::reconciliation_runs},
+        {v::post, "/v1/audits", &router::start_audit, http::action_body_limit},
+        {v::get, "/v1/audits", &router::audits},
+        {v::get, "/v1/audits/{audit_id}", &router::audit},
+        {v::post, "/v1/audits/{audit_id}/cancel", &router::cancel_audit, http::action_body_limit},
         {v::get, "/v1/status", &router::status},
         {v::get, "/v1/admin/failpoints", &router::failpoints},
         {v::post, "/v1/admin/failpoints", &router::failpoints},
@@ -240,6 +244,49 @@ class router {
     if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
     co_return from_query(req, co_await ctx_.reads.async_reconciliation_runs(
                                   std::get<std::optional<std::string>>(tenant), static_cast<int>(*limit)));
+  }
+
+  // ---- full audits ----
+  // POST /v1/audits?tenant=&freeze=: 202 with the audit, which the audit
+  // job pages in the background.
+  asio::awaitable<response> start_audit(const request& req, const call& c) {
+    auto freeze = query_param(c.target.query, "freeze").value_or("true");
+    if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
+    auto tenant = tenant_of(req, c);
+    if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
+    auto r = co_await ctx_.reads.async_audit_start(std::get<std::optional<std::string>>(tenant), freeze == "true",
+                                                   ctx_.writer_epoch());
+    if (r.error) co_return from_query(req, r);
+    ctx_.audit_started();
+    co_return json(req, 202, r.body);
+  }
+
+  asio::awaitable<response> audits(const request& req, const call& c) {
+    auto limit = to_int(query_param(c.target.query, "limit").value_or("10"));
+    if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
+    auto tenant = tenant_of(req, c);
+    if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
+    co_return from_query(
+        req, co_await ctx_.reads.async_audits(std::get<std::optional<std::string>>(tenant), static_cast<int>(*limit)));
+  }
+
+  // GET /v1/audits/{id}?tenant= and POST …/cancel: not found unless the
+  // audit is the tenant's (when given).
+  asio::awaitable<response> audit(const request& req, const call& c) {
+    auto id = to_int(c.args[0]);
+    if (!id || *id < 1) co_return http::not_found(req, "no such audit");
+    auto tenant = tenant_of(req, c);
+    if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
+    co_return from_query(req, co_await ctx_.reads.async_audit(*id, std::get<std::optional<std::string>>(tenant)));
+  }
+
+  asio::awaitable<response> cancel_audit(const request& req, const call& c) {
+    auto id = to_int(c.args[0]);
+    if (!id || *id < 1) co_return http::not_found(req, "no such audit");
+    auto tenant = tenant_of(req, c);
+    if (auto* bad = std::get_if<response>(&tenant)) co_return std::move(*bad);
+    co_return from_query(req, co_await ctx_.reads.async_audit_cancel(*id, std::get<std::optional<std::string>>(tenant),
+                                                                     ctx_.writer_epoch()));
   }
 
   asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }

@@ -40,6 +40,7 @@ struct route_context {
   std::function<bool()> ready;
   shard_clock& clock;
   bool clock_control = false;
+  std::function<void()> audit_started;  // wakes the audit job
 };
 
 http::handler make_handler(route_context& ctx);

@@ -12,6 +12,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "account_shard/ledger/reconcile.hpp"
 #include "common/pg/pool.hpp"
 
 namespace tally::shard {
@@ -76,8 +77,37 @@ class queries {
   // tenant), newest first: {"reports": [...]}.
   boost::asio::awaitable<query_result> async_reconciliation_runs(std::optional<std::string> tenant, int limit);
 
+  // ---- full audits (store/audits.cpp) ----
+  // Records a running audit of `tenant`'s accounts (none: every tenant's);
+  // body: the audit. The audit job pages it.
+  boost::asio::awaitable<query_result> async_audit_start(std::optional<std::string> tenant, bool freeze,
+                                                         std::int64_t writer_epoch);
+  // One audit; not found when it is not `tenant`'s (when given).
+  boost::asio::awaitable<query_result> async_audit(std::int64_t audit_id, std::optional<std::string> tenant);
+  // The last `limit` audits of `tenant` (none: of every tenant), newest
+  // first: {"audits": [...]}.
+  boost::asio::awaitable<query_result> async_audits(std::optional<std::string> tenant, int limit);
+  // Cancels a running audit (an ended one stays as it is); body: the audit.
+  boost::asio::awaitable<query_result> async_audit_cancel(std::int64_t audit_id, std::optional<std::string> tenant,
+                                                          std::int64_t writer_epoch);
+  // The running audits' ids, oldest first: body [id, ...].
+  boost::asio::awaitable<query_result> async_running_audits();
+  // Checks the next `page` accounts of a running audit in one snapshot,
+  // freezes those that differ when it says so, and commits its progress
+  // with the checkpoints it leaves. body {"more": whether accounts are
+  // left, "accounts": checked}.
+  boost::asio::awaitable<query_result> async_audit_page(std::int64_t audit_id, int page, std::int64_t writer_epoch);
+
  private:
   boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements, std::vector<pg::result>& out);
+  struct frozen_accounts {
+    pg::error error;
+    nlohmann::json accounts = nlohmann::json::array();  // [{tenant, account_id}]
+    nlohmann::json ids = nlohmann::json::array();       // [account_id]
+  };
+  // With `freeze`, freezes each account whose difference needs it.
+  boost::asio::awaitable<frozen_accounts> freeze_differing(const std::vector<account_reconciliation>& differing,
+                                                           bool freeze, std::int64_t writer_epoch);
   // `writes` in one transaction on the writer pool, fenced: refused when
   // another writer took over (its epoch is not `writer_epoch`). `out`: the
   // writes' results.

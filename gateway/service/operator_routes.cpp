@@ -104,6 +104,26 @@ asio::awaitable<response> router::reconciliation(request& req, const call& c) {
                              "tenant=" + c.who->tenant + "&mode=" + mode, none);
 }
 
+// The full audits of the shard ?shard=N for the caller's tenant: POST
+// /v1/admin/audits?freeze= starts one (202), GET lists them (?limit=),
+// GET …/{id} reads one, POST …/{id}/cancel cancels it. The shard checks the
+// query and the id; an audit of another tenant is not found.
+asio::awaitable<response> router::audits(request& req, const call& c) {
+  auto n = shard_number(c.target.query, ctx_.shards.size());
+  if (auto* bad = std::get_if<std::string>(&n)) co_return bad_request(req, *bad);
+  std::string path = "/v1/audits";
+  for (std::size_t i = 3; i < c.target.path.size(); ++i) path += "/" + http::encoded_segment(c.target.path[i]);
+  std::string query = "tenant=" + c.who->tenant;
+  if (auto freeze = http::query_param(c.target.query, "freeze")) {
+    if (*freeze != "true" && *freeze != "false") co_return bad_request(req, "freeze must be true or false");
+    query += "&freeze=" + *freeze;
+  }
+  if (c.params.limit) query += "&limit=" + std::to_string(*c.params.limit);
+  const read_params none;
+  co_return co_await forward(req, *ctx_.shards[std::get<std::size_t>(n)], "the shard", std::move(path),
+                             std::move(query), none);
+}
+
 // GET /v1/admin/reconciliation/reports?shard=N&limit=: its last runs.
 asio::awaitable<response> router::reconciliation_reports(request& req, const call& c) {
   auto n = shard_number(c.target.query, ctx_.shards.size());

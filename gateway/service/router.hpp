@@ -84,6 +84,7 @@ class router {
   awaitable_response accounts_in_status(http::request& req, const call& c);
   awaitable_response reconciliation(http::request& req, const call& c);
   awaitable_response reconciliation_reports(http::request& req, const call& c);
+  awaitable_response audits(http::request& req, const call& c);
   awaitable_response shards(http::request& req, const call& c);
   awaitable_response health(http::request& req, const call& c);
 

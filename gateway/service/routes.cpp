@@ -114,6 +114,10 @@ const std::vector<route_def>& router::table() {
       {v::post, "/v1/admin/accounts/{account_id}/unfreeze", a::operator_only, &router::freeze, action},
       {v::get, "/v1/admin/reconciliation", a::operator_only, &router::reconciliation},
       {v::get, "/v1/admin/reconciliation/reports", a::operator_only, &router::reconciliation_reports},
+      {v::post, "/v1/admin/audits", a::operator_only, &router::audits, action},
+      {v::get, "/v1/admin/audits", a::operator_only, &router::audits},
+      {v::get, "/v1/admin/audits/{audit_id}", a::operator_only, &router::audits},
+      {v::post, "/v1/admin/audits/{audit_id}/cancel", a::operator_only, &router::audits, action},
       {v::get, "/v1/admin/shards", a::operator_only, &router::shards},
       {v::get, "/v1/admin/health", a::operator_only, &router::health},
   };

@@ -325,6 +325,45 @@ int main(int argc, char** argv) {
                      ctl::reconciliation_run);
     };
   });
+  // reconcile audit start|show|cancel|list: full audits in the background.
+  auto* audit = reconcile->add_subcommand("audit", "Full audits of a shard: every account, in the background")
+                    ->require_subcommand(1);
+  std::int64_t audit_id = 0;
+  bool no_freeze = false;
+  auto* audit_start = audit->add_subcommand("start", "Start a full audit (accounts with a difference are frozen)");
+  audit_start->add_option("--shard", shard, "The shard's number in the routing, from 0")->required();
+  audit_start->add_flag("--no-freeze", no_freeze, "Report differences without freezing the accounts");
+  audit_start->callback([&] {
+    run = [&] {
+      return cl.show(api().post(target({"v1", "admin", "audits"},
+                                       {{"shard", std::to_string(shard)}, {"freeze", no_freeze ? "false" : "true"}}),
+                                json::object()),
+                     ctl::audit);
+    };
+  });
+  for (const char* name : {"show", "cancel"}) {
+    const bool cancel = std::string_view(name) == "cancel";
+    auto* sub = audit->add_subcommand(name, cancel ? "Cancel a running audit" : "An audit and its progress");
+    sub->add_option("--shard", shard, "The shard's number in the routing, from 0")->required();
+    sub->add_option("audit_id", audit_id, "The audit's id")->required();
+    sub->callback([&, cancel] {
+      run = [&, cancel] {
+        const auto id = std::to_string(audit_id);
+        const auto on = std::to_string(shard);
+        return cl.show(
+            cancel ? api().post(target({"v1", "admin", "audits", id, "cancel"}, {{"shard", on}}), json::object())
+                   : api().get(target({"v1", "admin", "audits", id}, {{"shard", on}})),
+            ctl::audit);
+      };
+    });
+  }
+  auto* audit_list = audit->add_subcommand("list", "A shard's full audits, newest first");
+  audit_list->add_option("--shard", shard, "The shard's number in the routing, from 0")->required();
+  audit_list->callback([&] {
+    run = [&] {
+      return cl.show(api().get(target({"v1", "admin", "audits"}, {{"shard", std::to_string(shard)}})), ctl::audits);
+    };
+  });
   auto* rec_reports = reconcile->add_subcommand("reports", "A shard's last reconciliation runs, newest first");
   rec_reports->add_option("--shard", shard, "The shard's number in the routing, from 0")->required();
   rec_reports->add_option("--limit", reports_limit, "How many (1-100)")->check(CLI::Range(1, 100));

@@ -1,6 +1,7 @@
 #include "gateway/tallyctl/render.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -129,18 +130,54 @@ std::string reconciliation_reports(const json& page) {
   return table(rows);
 }
 
+namespace {
+// The accounts with differences of a run or an audit, or nothing.
+std::string differences_table(const json& doc) {
+  std::vector<std::vector<std::string>> rows{{"ACCOUNT", "SNAPSHOT", "REBUILT", "DIFFERENCE", "FINDINGS"}};
+  for (const auto& d : doc.value("accounts_with_differences", json::array()))
+    rows.push_back({field(d, "account_id"), field(d, "snapshot"), field(d, "rebuilt"), field(d, "difference"),
+                    cell(d.value("findings", json::array()))});
+  return rows.size() > 1 ? table(rows) : "";
+}
+}  // namespace
+
 std::string reconciliation_run(const json& report) {
   std::string out = report.value("mode", "full") == "incremental" ? "incremental since " + field(report, "since") + ", "
                                                                   : std::string("full, ");
   out += "watermark " + field(report, "watermark") + ": " + field(report, "accounts") + " accounts, " +
          field(report, "differences") + " with differences\n";
-  std::vector<std::vector<std::string>> rows{{"ACCOUNT", "SNAPSHOT", "REBUILT", "DIFFERENCE", "FINDINGS"}};
-  for (const auto& d : report.value("accounts_with_differences", json::array()))
-    rows.push_back({field(d, "account_id"), field(d, "snapshot"), field(d, "rebuilt"), field(d, "difference"),
-                    cell(d.value("findings", json::array()))});
-  if (rows.size() > 1) out += table(rows);
+  out += differences_table(report);
   for (const auto& f : report.value("frozen", json::array())) out += "frozen: " + field(f, "account_id") + "\n";
   return out;
+}
+
+namespace {
+// "40.0 %" of a progress between 0 and 1.
+std::string percent(const json& progress) {
+  if (!progress.is_number()) return "-";
+  char out[16];
+  std::snprintf(out, sizeof out, "%.1f %%", progress.get<double>() * 100);
+  return out;
+}
+}  // namespace
+
+std::string audit(const json& a) {
+  std::string out = "audit " + field(a, "audit_id") + ": " + field(a, "state") + ", " + field(a, "accounts_checked") +
+                    " of " + field(a, "accounts_total") + " accounts (" + percent(a.value("progress", json())) + "), " +
+                    field(a, "differences") + " with differences\n";
+  out += differences_table(a);
+  for (const auto& f : a.value("frozen", json::array())) out += "frozen: " + cell(f) + "\n";
+  return out;
+}
+
+std::string audits(const json& page) {
+  std::vector<std::vector<std::string>> rows{
+      {"AUDIT", "STATE", "CHECKED", "TOTAL", "PROGRESS", "DIFFERENCES", "STARTED_AT", "FINISHED_AT"}};
+  for (const auto& a : page.value("audits", json::array()))
+    rows.push_back({field(a, "audit_id"), field(a, "state"), field(a, "accounts_checked"), field(a, "accounts_total"),
+                    percent(a.value("progress", json())), field(a, "differences"), field(a, "started_at"),
+                    field(a, "finished_at")});
+  return table(rows);
 }
 
 }  // namespace tally::ctl

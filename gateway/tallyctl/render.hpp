@@ -30,5 +30,8 @@ std::string lots(const nlohmann::json& page);
 std::string reconciliation_reports(const nlohmann::json& page);
 // One run's answer (GET /v1/admin/reconciliation).
 std::string reconciliation_run(const nlohmann::json& report);
+// A full audit with its progress (GET /v1/admin/audits/{id}), and a list.
+std::string audit(const nlohmann::json& a);
+std::string audits(const nlohmann::json& page);
 
 }  // namespace tally::ctl

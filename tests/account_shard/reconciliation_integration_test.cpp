@@ -4,6 +4,8 @@
 // full run reads every account.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "tests/account_shard/shard_fixture.hpp"
 
 namespace tally::test {
@@ -24,6 +26,23 @@ class ReconciliationTest : public ShardTest {
   // account_id|seq|balance|clean per checkpoint, by account.
   std::vector<std::vector<std::string>> checkpoints() {
     return query_rows(db_, "SELECT account_id, seq, balance, clean FROM account_checkpoint ORDER BY account_id");
+  }
+  json audit(std::int64_t id) { return client_->call("GET", "/v1/audits/" + std::to_string(id)).json(); }
+  // Starts an audit (202) and returns its id.
+  std::int64_t start_audit(const std::string& query = "?freeze=false") {
+    auto r = client_->call("POST", "/v1/audits" + query);
+    EXPECT_EQ(r.status, 202) << r.body;
+    EXPECT_EQ(r.json()["state"], "running") << r.body;
+    return r.json()["audit_id"].get<std::int64_t>();
+  }
+  bool ended(std::int64_t id, std::chrono::seconds deadline = std::chrono::seconds(30)) {
+    return eventually([&] { return audit(id)["state"] != "running"; }, deadline);
+  }
+  // Changes the balances of `accounts` by hand (no entry): only a full
+  // check finds it; by -by, restored for the promise checker.
+  void tamper(const std::vector<std::string>& accounts, int by) {
+    for (const auto& a : accounts)
+      exec_sql(db_, "UPDATE account SET balance = balance + " + std::to_string(by) + " WHERE account_id = '" + a + "'");
   }
   std::string last_entry(const std::string& account) {
     return std::to_string(query_int(db_, "SELECT max(seq) FROM ledger_entry WHERE account_id = '" + account + "'"));
@@ -111,6 +130,106 @@ TEST_F(ReconciliationTest, BadRunsAreRefusedAndChangeNothing) {
   EXPECT_EQ(back["watermark"], 1);
   EXPECT_EQ(back["differences"], 0) << back.dump();
   EXPECT_EQ(checkpoints(), before);
+}
+
+TEST_F(ReconciliationTest, AFullAuditPagesEveryAccountAndFindsWhatDiffers) {
+  restart({"--audit.page_accounts=2", "--audit.pause_ms=0"});
+  std::vector<std::string> accounts;
+  for (int i = 0; i < 7; ++i) {
+    accounts.push_back("a" + std::to_string(i));
+    open(accounts.back(), 10 + i);
+  }
+  tamper({"a3", "a6"}, 5);
+  const auto id = start_audit();
+  ASSERT_TRUE(ended(id)) << audit(id).dump();
+  const auto done = audit(id);
+  EXPECT_EQ(done["state"], "completed");
+  EXPECT_EQ(done["accounts_total"], 7);
+  EXPECT_EQ(done["accounts_checked"], 7) << "four pages of two, each account once";
+  EXPECT_EQ(done["progress"], 1.0);
+  EXPECT_EQ(done["differences"], 2) << done.dump();
+  ASSERT_EQ(done["accounts_with_differences"].size(), 2u);
+  EXPECT_EQ(done["accounts_with_differences"][0]["account_id"], "a3");
+  EXPECT_EQ(done["accounts_with_differences"][1]["account_id"], "a6");
+  EXPECT_EQ(done["classes"]["unexplained"], 2) << done.dump();
+  EXPECT_TRUE(done["frozen"].empty()) << "freeze=false";
+  EXPECT_FALSE(done["finished_at"].is_null());
+  // What it leaves: a clean checkpoint per account that agrees; those that
+  // differ are checked again by the next incremental run.
+  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM account_checkpoint WHERE clean"), 5);
+  EXPECT_EQ(query_int(db_, "SELECT count(*) FROM account_checkpoint WHERE NOT clean"), 2);
+  auto next = run();
+  EXPECT_EQ(differing(next), (std::vector<std::string>{"a3", "a6"})) << next.dump();
+  EXPECT_EQ(client_->call("GET", "/v1/audits?limit=1").json()["audits"][0]["audit_id"], id);
+  tamper({"a3", "a6"}, -5);
+
+  // With freeze (the default) the accounts that differ are frozen.
+  tamper({"a1"}, 1);
+  const auto freezing = start_audit("");
+  ASSERT_TRUE(ended(freezing));
+  EXPECT_EQ(audit(freezing)["frozen"], json::array({"a1"}));
+  EXPECT_EQ(query_rows(db_, "SELECT status FROM account WHERE account_id = 'a1'")[0][0], "frozen");
+  tamper({"a1"}, -1);
+  EXPECT_EQ(client_->call("POST", "/v1/accounts/t1/a1/unfreeze").json()["status"], "active");
+}
+
+TEST_F(ReconciliationTest, AnAuditInterruptedByACrashResumesAfterItsLastPage) {
+  const std::vector<std::string> slow{"--audit.page_accounts=1", "--audit.pause_ms=200"};
+  restart(slow);
+  for (int i = 0; i < 6; ++i) open("a" + std::to_string(i), 10);
+  tamper({"a4"}, 3);
+  const auto id = start_audit();
+  ASSERT_TRUE(eventually([&] { return audit(id)["accounts_checked"] >= 2; })) << audit(id).dump();
+  shard_->kill9();
+  shard_->wait_exit();
+  restart({"--audit.page_accounts=1", "--audit.pause_ms=0"});
+  ASSERT_TRUE(ended(id)) << audit(id).dump();
+  const auto done = audit(id);
+  EXPECT_EQ(done["state"], "completed");
+  EXPECT_EQ(done["accounts_checked"], 6) << "no account twice, none left out: " << done.dump();
+  EXPECT_EQ(done["differences"], 1);
+  EXPECT_EQ(done["accounts_with_differences"][0]["account_id"], "a4");
+  tamper({"a4"}, -3);
+}
+
+TEST_F(ReconciliationTest, ACancelledAuditStopsBetweenPages) {
+  restart({"--audit.page_accounts=1", "--audit.pause_ms=200"});
+  for (int i = 0; i < 6; ++i) open("a" + std::to_string(i), 10);
+  const auto id = start_audit();
+  ASSERT_TRUE(eventually([&] { return audit(id)["accounts_checked"] >= 1; })) << audit(id).dump();
+  auto cancelled = client_->call("POST", "/v1/audits/" + std::to_string(id) + "/cancel");
+  ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+  EXPECT_EQ(cancelled.json()["state"], "cancelled");
+  const auto checked = cancelled.json()["accounts_checked"].get<int>();
+  // The job pages running audits in turn: once a later audit has ended, the
+  // cancelled one had every chance to go on (a page under way still counts).
+  const auto later = start_audit();
+  ASSERT_TRUE(ended(later));
+  const auto after = audit(id);
+  EXPECT_EQ(after["state"], "cancelled");
+  EXPECT_LE(after["accounts_checked"].get<int>(), checked + 1) << after.dump();
+  EXPECT_LT(after["accounts_checked"].get<int>(), 6);
+  // Cancelling again changes nothing.
+  EXPECT_EQ(client_->call("POST", "/v1/audits/" + std::to_string(id) + "/cancel").json()["state"], "cancelled");
+  EXPECT_EQ(client_->call("POST", "/v1/audits/" + std::to_string(later) + "/cancel").json()["state"], "completed");
+}
+
+TEST_F(ReconciliationTest, BadAuditRequestsAreRefusedAndChangeNothing) {
+  open("alice", 10);
+  const auto id = start_audit("?freeze=false&tenant=t1");
+  const auto audits = count("audit_run");
+  EXPECT_EQ(client_->call("POST", "/v1/audits?freeze=maybe").status, 400);
+  EXPECT_EQ(client_->call("POST", "/v1/audits?tenant=bad%20id").status, 400);
+  EXPECT_EQ(client_->call("GET", "/v1/audits?limit=0").status, 400);
+  EXPECT_EQ(client_->call("GET", "/v1/audits/abc").status, 404);
+  EXPECT_EQ(client_->call("GET", "/v1/audits/999999").status, 404);
+  EXPECT_EQ(client_->call("POST", "/v1/audits/999999/cancel").status, 404);
+  // Another tenant's audit is not found, nor cancelled.
+  EXPECT_EQ(client_->call("GET", "/v1/audits/" + std::to_string(id) + "?tenant=t2").status, 404);
+  EXPECT_EQ(client_->call("POST", "/v1/audits/" + std::to_string(id) + "/cancel?tenant=t2").status, 404);
+  EXPECT_EQ(count("audit_run"), audits);
+  ASSERT_TRUE(ended(id));
+  EXPECT_EQ(audit(id)["state"], "completed");
 }
 
 }  // namespace

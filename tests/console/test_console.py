@@ -356,6 +356,14 @@ class ConsoleTest(unittest.TestCase):
                   "the incremental run finds it again")
         self.wait(lambda d: "incremental since" in d.find_element(
             By.XPATH, "//table[contains(caption, 'shard s0')]//tbody/tr").text, "the incremental run's report")
+        # A full audit in the background: started, its progress read until it completes.
+        self.driver.find_element(By.XPATH, "//button[normalize-space()='Start full audit on s1']").click()
+        self.confirm(["Audit shard s1 in the background", "FROZEN"])
+        self.wait(lambda d: "audit" in d.find_element(By.CSS_SELECTOR, ".notice").text
+                  and "started over" in d.find_element(By.CSS_SELECTOR, ".notice").text, "the audit started")
+        audits = "//table[caption='Full audits of shard s1, newest first']//tbody/tr"
+        self.wait(lambda d: "completed" in d.find_element(By.XPATH, audits).text
+                  and "(100.0 %)" in d.find_element(By.XPATH, audits).text, "the audit completed, every account checked")
         self.wait(lambda d: d.find_element(By.XPATH, row(tampered)), f"{tampered} frozen by the run")
         self.screenshot("reconciliation")
         self.driver.find_element(By.XPATH, row(frozen) + "//button").click()

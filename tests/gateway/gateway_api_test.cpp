@@ -696,6 +696,31 @@ TEST_F(GatewayApi, OperatorToolsEndpoints) {
   for (const auto& r : theirs) EXPECT_NE(r["report_id"], last["report_id"]);
   expect_error(call("GET", "/v1/admin/reconciliation/reports?shard=1&limit=101", "", op), 400, "invalid_request");
 
+  // A full audit: 202 at once, its progress read until it completes.
+  auto started = call("POST", "/v1/admin/audits?shard=1&freeze=false", "", op);
+  ASSERT_EQ(started.status, 202) << started.body;
+  const auto audit_id = std::to_string(started.json()["audit_id"].get<std::int64_t>());
+  EXPECT_EQ(started.json()["state"], "running");
+  EXPECT_FALSE(started.json().contains("tenant"));
+  json audit;
+  ASSERT_TRUE(eventually(
+      [&] {
+        audit = call("GET", "/v1/admin/audits/" + audit_id + "?shard=1", "", op).json();
+        return audit["state"] == "completed";
+      },
+      std::chrono::seconds(30)))
+      << audit.dump();
+  EXPECT_EQ(audit["accounts_checked"], audit["accounts_total"]);
+  EXPECT_EQ(audit["differences"], 0) << audit.dump();
+  EXPECT_EQ(call("GET", "/v1/admin/audits?shard=1&limit=1", "", op).json()["audits"][0]["audit_id"],
+            started.json()["audit_id"]);
+  EXPECT_EQ(call("POST", "/v1/admin/audits/" + audit_id + "/cancel?shard=1", "", op).json()["state"], "completed");
+  expect_error(call("GET", "/v1/admin/audits/" + audit_id + "?shard=1", "", globex_operator_key), 404, "not_found");
+  expect_error(call("POST", "/v1/admin/audits?shard=1&freeze=maybe", "", op), 400, "invalid_request");
+  expect_error(call("POST", "/v1/admin/audits?shard=9", "", op), 400, "invalid_request");
+  expect_error(call("GET", "/v1/admin/audits/0?shard=1", "", op), 404, "not_found");
+  EXPECT_EQ(call("GET", "/v1/admin/audits?shard=1", "", acme_app_key).status, 403);
+
   auto health = call("GET", "/v1/admin/health", "", op);
   ASSERT_EQ(health.status, 200) << health.body;
   std::set<std::string> ready;

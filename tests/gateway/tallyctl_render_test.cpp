@@ -96,6 +96,17 @@ TEST(TallyctlRender, AccountsEntriesLotsAndReports) {
               HasSubstr("incremental since 10, watermark 12: 1 accounts"));
   EXPECT_THAT(reconciliation_reports({{"reports", {{{"report_id", 9}, {"mode", "incremental"}, {"since", 7}}}}}),
               HasSubstr("incremental"));
+  const json running = {{"audit_id", 4},
+                        {"state", "running"},
+                        {"accounts_checked", 250},
+                        {"accounts_total", 1000},
+                        {"progress", 0.25},
+                        {"differences", 1},
+                        {"accounts_with_differences", {{{"account_id", "bob"}, {"difference", 3}}}},
+                        {"frozen", {"bob"}}};
+  EXPECT_THAT(audit(running), HasSubstr("audit 4: running, 250 of 1000 accounts (25.0 %), 1 with differences"));
+  EXPECT_THAT(audit(running), HasSubstr("frozen: bob"));
+  EXPECT_THAT(audits({{"audits", {running}}}), HasSubstr("25.0 %"));
 }
 
 TEST(TallyctlUrl, OnlyHttpHostAndPort) {

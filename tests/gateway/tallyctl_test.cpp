@@ -199,6 +199,32 @@ TEST_F(Tallyctl, ReconcileRunsAndReports) {
   EXPECT_EQ(tallyctl({"reconcile", "run", "--shard", "7"}).exit, 1);
 }
 
+TEST_F(Tallyctl, AuditsStartShowListAndCancel) {
+  auto started = tallyctl({"--json", "reconcile", "audit", "start", "--shard", "0", "--no-freeze"});
+  ASSERT_EQ(started.exit, 0) << started.err;
+  const auto id = std::to_string(json::parse(started.out)["audit_id"].get<std::int64_t>());
+  ASSERT_TRUE(eventually(
+      [&] {
+        return json::parse(tallyctl({"--json", "reconcile", "audit", "show", "--shard", "0", id}).out)["state"] ==
+               "completed";
+      },
+      std::chrono::seconds(30)));
+  auto shown = tallyctl({"reconcile", "audit", "show", "--shard", "0", id});
+  EXPECT_EQ(shown.exit, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("audit " + id + ": completed"));
+  EXPECT_THAT(shown.out, HasSubstr("(100.0 %), 0 with differences"));
+  auto listed = tallyctl({"reconcile", "audit", "list", "--shard", "0"});
+  EXPECT_EQ(listed.exit, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("completed"));
+  auto cancelled = tallyctl({"reconcile", "audit", "cancel", "--shard", "0", id});
+  EXPECT_EQ(cancelled.exit, 0) << cancelled.err;
+  EXPECT_THAT(cancelled.out, HasSubstr(": completed"));
+  auto missing = tallyctl({"reconcile", "audit", "show", "--shard", "0", "999999"});
+  EXPECT_EQ(missing.exit, 1);
+  EXPECT_THAT(missing.err, HasSubstr("not_found"));
+  EXPECT_EQ(tallyctl({"reconcile", "audit", "show", "--shard", "0"}).exit, 2) << "the id is required";
+}
+
 TEST_F(Tallyctl, ErrorsAndUsage) {
   auto forbidden = tallyctl({"sagas", "list"}, acme_app_key);
   EXPECT_EQ(forbidden.exit, 1);

@@ -1,7 +1,9 @@
 // Reconciliation: the frozen accounts (with Unfreeze), and per shard its
 // last reports (with their classes of differences), a "Run now" (the
-// accounts written since the last run) and a "Full run" (every account).
-import { act, enc, get } from "../api.js";
+// accounts written since the last run), a "Full run" (every account, in one
+// request) and full audits (every account, in the background: started
+// here, their progress read every second while one runs, cancellable).
+import { act, call, enc, get } from "../api.js";
 import { accountLink, confirmAction, errorBox, facts, fill, h, json, notice, number, pageTitle, table,
          time } from "../view.js";
 
@@ -22,7 +24,14 @@ const reportsTable = (shard, reports) => table(`Last reports of shard ${shard.na
   { label: "Report", cell: (r) => h("details", {}, h("summary", {}, `report ${r.report_id}`), json(r.report)) },
 ], reports, "no run recorded yet.");
 
+const AUDIT_POLL_MS = 1000;
+
+const auditProgress = (a) =>
+  `${number(a.accounts_checked)} of ${number(a.accounts_total)} (${(a.progress * 100).toFixed(1)} %)`;
+
 export async function mount(view) {
+  let stopped = false;
+  const timers = new Set();
   const frozenArea = h("div");
   const outcome = h("div");
   const shardsArea = h("div");
@@ -91,21 +100,90 @@ export async function mount(view) {
       load();
       loadFrozen();
     };
+    const audits = h("div");
+    let polling = null;
+    const loadAudits = async () => {
+      let running = false;
+      try {
+        const { audits: list } = await get("/v1/admin/audits", { shard: shard.shard });
+        running = list.some((a) => a.state === "running");
+        fill(audits, table(`Full audits of shard ${shard.name}, newest first`, [
+          { label: "Audit", cell: (a) => a.audit_id, num: true },
+          { label: "State", cell: (a) => a.state },
+          { label: "Checked", cell: auditProgress },
+          { label: "Differences", cell: (a) => number(a.differences), num: true },
+          { label: "Classes", cell: (a) => classes(a.classes) },
+          { label: "Started", cell: (a) => time(a.started_at) },
+          { label: "Action", cell: (a) => (a.state === "running"
+            ? h("button", { type: "button", onclick: () => cancelAudit(a) }, "Cancel audit ", a.audit_id)
+            : h("details", {}, h("summary", {}, `audit ${a.audit_id}`), json(a))) },
+        ], list, "no audit yet."));
+      } catch (error) {
+        fill(audits, errorBox(error));
+      }
+      // Read again while one runs, until the page is left.
+      if (running && !stopped && !polling) {
+        polling = setTimeout(() => {
+          timers.delete(polling);
+          polling = null;
+          loadAudits();
+        }, AUDIT_POLL_MS);
+        timers.add(polling);
+      } else if (!running) {
+        loadFrozen();
+      }
+    };
+    const startAudit = async () => {
+      const ok = await confirmAction(`Start a full audit of shard ${shard.name}?`,
+        `Audit shard ${shard.name} in the background: every account of this tenant on it is compared with its whole ` +
+        "ledger, a page of accounts at a time, while writes go on. Every account with a difference is FROZEN: its " +
+        "writes are refused until an operator unfreezes it.", "Start audit");
+      if (!ok) return;
+      try {
+        const a = await call("POST", "/v1/admin/audits", { body: {}, query: { shard: shard.shard } });
+        fill(outcome, notice(`Shard ${shard.name}: audit ${a.audit_id} started over ${number(a.accounts_total)} ` +
+          "accounts."));
+      } catch (error) {
+        fill(outcome, errorBox(error));
+      }
+      loadAudits();
+    };
+    const cancelAudit = async (a) => {
+      const ok = await confirmAction(`Cancel audit ${a.audit_id}?`,
+        `Stop audit ${a.audit_id} of shard ${shard.name} after the page under way: the accounts after it stay ` +
+        "unchecked.", "Cancel audit");
+      if (!ok) return;
+      try {
+        const after = await call("POST", `/v1/admin/audits/${enc(a.audit_id)}/cancel`,
+                                 { body: {}, query: { shard: shard.shard } });
+        fill(outcome, notice(`Audit ${after.audit_id} is ${after.state}.`));
+      } catch (error) {
+        fill(outcome, errorBox(error));
+      }
+      loadAudits();
+    };
     const title = `shard-${shard.shard}-title`;
     return [h("section", { "aria-labelledby": title },
       h("h2", { id: title }, `Shard ${shard.name}`, h("span", { class: "muted" }, ` (number ${shard.shard})`)),
       facts([["Health", shard.health], ["Writer", shard.leader ? "yes" : "no"], ["Epoch", shard.epoch],
              ["Outbox not yet delivered", number(shard.outbox?.undelivered)]]),
       h("button", { type: "button", onclick: () => run("incremental") }, "Run now on ", shard.name), " ",
-      h("button", { type: "button", onclick: () => run("full") }, "Full run on ", shard.name), reports), load];
+      h("button", { type: "button", onclick: () => run("full") }, "Full run on ", shard.name), " ",
+      h("button", { type: "button", onclick: startAudit }, "Start full audit on ", shard.name), reports, audits),
+    () => Promise.all([load(), loadAudits()])];
   }
 
+  const stop = () => {
+    stopped = true;
+    for (const t of timers) clearTimeout(t);
+  };
   const [shards] = await Promise.all([get("/v1/admin/shards").catch((error) => error), loadFrozen()]);
   if (shards instanceof Error) {
     fill(shardsArea, errorBox(shards));
-    return;
+    return stop;
   }
   const sections = shards.shards.map(shardSection);
   fill(shardsArea, sections.map(([section]) => section));
   await Promise.all(sections.map(([, load]) => load()));
+  return stop;
 }
