@@ -432,3 +432,44 @@ class HelpTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WalByRelationTest(unittest.TestCase):
+    """bench/tools/wal_by_relation.py on a few pg_waldump lines."""
+    WALDUMP = [
+        "rmgr: Heap        len (rec/tot):     79/   400, tx:  1, lsn: 0/1, prev 0/0, desc: INSERT off 1, "
+        "blkref #0: rel 1663/5/100 blk 0",
+        "rmgr: Btree       len (rec/tot):     64/   100, tx:  1, lsn: 0/2, prev 0/1, desc: INSERT_LEAF off 2, "
+        "blkref #0: rel 1663/5/101 blk 1",
+        "rmgr: Heap        len (rec/tot):     79/   200, tx:  2, lsn: 0/3, prev 0/2, desc: HOT_UPDATE off 1, "
+        "blkref #0: rel 1663/6/100 blk 0",
+        "rmgr: Transaction len (rec/tot):     34/    60, tx:  1, lsn: 0/4, prev 0/3, desc: COMMIT 2026-12-06",
+        "not a record",
+    ]
+    RELATIONS = ["5|100|s0|ledger_entry|ledger_entry", "5|101|s0|ledger_entry_key|ledger_entry",
+                 "6|100|sagas|saga|saga", "too|few"]
+
+    def test_sums_per_relation_table_and_kind_per_transfer(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("wal_by_relation", os.path.join(TOOLS, "wal_by_relation.py"))
+        w = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(w)
+        relations = w.read_relations(self.RELATIONS)
+        self.assertEqual(len(relations), 3)
+        report = w.wal_by_relation(self.WALDUMP, relations, transfers=2)
+        self.assertEqual(report["bytes_per_transfer"], 380.0)
+        tables = {r["name"]: r["bytes"] for r in report["by_table"]}
+        self.assertEqual(tables, {"s0.ledger_entry": 250.0, "sagas.saga": 100.0,
+                                  "(no relation) Transaction": 30.0})
+        relation = {r["name"]: (r["bytes"], r["records"]) for r in report["by_relation"]}
+        self.assertEqual(relation["s0.ledger_entry_key"], (50.0, 0.5))
+        self.assertEqual(report["by_relation"][0]["name"], "s0.ledger_entry", "largest first")
+        kinds = {r["name"]: r["bytes"] for r in report["by_kind"]}
+        self.assertEqual(kinds["Heap/HOT_UPDATE"], 100.0)
+        self.assertIn("WAL per completed transfer: 380 B", w.text(report))
+
+    def test_no_transfer_is_an_error(self):
+        r = tool("wal_by_relation.py", "--waldump", "/dev/null", "--relations", "/dev/null", "--transfers", "0",
+                 check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no completed transfer", r.stderr)
