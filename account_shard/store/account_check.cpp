@@ -96,12 +96,14 @@ constexpr std::string_view sql_allocations =
 constexpr std::string_view sql_account_entries_upto =
     "SELECT seq, biz_type, biz_id, delta, reverses FROM ledger_entry "
     "WHERE tenant = $1 AND account_id = $2 AND seq <= $3 ORDER BY seq";
-// The checkpoints that changed (next_checkpoint decides them).
+// The checkpoints that changed (next_checkpoint decides them). A clean one
+// never replaces a later one that a run with a newer snapshot wrote
+// meanwhile (two operators' runs at once).
 constexpr std::string_view sql_write_checkpoints =
     "INSERT INTO account_checkpoint AS c (tenant, account_id, seq, balance, clean) "
     "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::boolean[]) "
     "ON CONFLICT (tenant, account_id) DO UPDATE SET seq = EXCLUDED.seq, balance = EXCLUDED.balance, "
-    "clean = EXCLUDED.clean, checked_at = now()";
+    "clean = EXCLUDED.clean, checked_at = now() WHERE NOT EXCLUDED.clean OR EXCLUDED.seq >= c.seq";
 
 template <class T>
 std::string literal(const std::vector<T>& items) {
