@@ -6,10 +6,13 @@
 # these globals:
 #   results, token, api_key, accounts, connections, duration, warmup
 #   pids (every service started; stop_services stops them)
+# and, when set, operator_key (a second API key of the tenant, role
+# operator) and stack_shard_args (more arguments for each account_shard).
 pg_admin() { psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
 conninfo() { echo "host=$TALLY_PG_HOST port=$TALLY_PG_PORT user=postgres dbname=$1"; }
 
 pids=()
+stack_shard_args=()
 stop_services() {
   local pid
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -27,30 +30,35 @@ wait_ready() {
   return 1
 }
 
-# stack_start BIN NAME: starts the services built in BIN (a build
-# directory) on fresh databases bench_NAME_{s0,s1,sagas}, their logs in
+# stack_start BIN NAME [DB]: starts the services built in BIN (a build
+# directory) on fresh databases bench_NAME_{s0,s1,sagas} (Redis flushed),
+# or with DB on the existing databases DB_{s0,s1,sagas}, which stack_stop
+# keeps (Redis as it is: it holds their projections); their logs in
 # RESULTS/NAME.*.log, and waits until they are ready. Sets stack_db,
 # stack_spec (the shards' routing), stack_orch_port, stack_gw_port,
 # stack_relay_port, stack_shard_ports, stack_gw_pid and stack_watched
 # (orchestrator, shard0, shard1, gateway, relay, redis: whose CPU is read).
 stack_start() {
   local bin=$1 name=$2 i port
-  stack_db=bench_${name//[.-]/_}
+  stack_db=${3:-bench_${name//[.-]/_}}
+  stack_fresh=1
+  [[ -n ${3:-} ]] && stack_fresh=0
   stack_spec=""
   stack_shard_ports=()
   local shard_pids=()
-  redis-cli -p "$TALLY_REDIS_PORT" flushall >/dev/null
+  ((stack_fresh)) && redis-cli -p "$TALLY_REDIS_PORT" flushall >/dev/null
   for i in 0 1; do
-    pg_admin -c "CREATE DATABASE ${stack_db}_s$i"
+    ((stack_fresh)) && pg_admin -c "CREATE DATABASE ${stack_db}_s$i"
     port=$(free_port)
     TALLY_SHARD_DATABASE_CONNINFO=$(conninfo "${stack_db}_s$i") TALLY_SHARD_INTERNAL_TOKEN=$token \
-      "$bin/account_shard/account_shard" --listen.port="$port" --log.level=warn >"$results/$name.s$i.log" 2>&1 &
+      "$bin/account_shard/account_shard" --listen.port="$port" --log.level=warn "${stack_shard_args[@]}" \
+      >"$results/$name.s$i.log" 2>&1 &
     pids+=($!)
     shard_pids+=($!)
     stack_shard_ports+=("$port")
     stack_spec+="${stack_spec:+;}s$i=127.0.0.1:$port"
   done
-  pg_admin -c "CREATE DATABASE ${stack_db}_sagas"
+  ((stack_fresh)) && pg_admin -c "CREATE DATABASE ${stack_db}_sagas"
   pg_checkpoint
   local gw_internal_port orch_pid relay_pid sources
   stack_orch_port=$(free_port)
@@ -62,7 +70,10 @@ stack_start() {
     >"$results/$name.orchestrator.log" 2>&1 &
   orch_pid=$!
   pids+=("$orch_pid")
-  TALLY_GATEWAY_INTERNAL_TOKEN=$token TALLY_GATEWAY_API_KEYS="bench:app:$(printf '%s' "$api_key" | sha256sum | cut -d' ' -f1)" \
+  local keys
+  keys="bench:app:$(printf '%s' "$api_key" | sha256sum | cut -d' ' -f1)"
+  [[ -n ${operator_key:-} ]] && keys+=";bench:operator:$(printf '%s' "$operator_key" | sha256sum | cut -d' ' -f1)"
+  TALLY_GATEWAY_INTERNAL_TOKEN=$token TALLY_GATEWAY_API_KEYS=$keys \
     "$bin/gateway/gateway" --listen.port="$stack_gw_port" --internal.port="$gw_internal_port" \
     --orchestrator="127.0.0.1:$stack_orch_port" --shards="$stack_spec" --redis.port="$TALLY_REDIS_PORT" \
     --limits.key_rate=1000000 --limits.key_burst=1000000 --log.level=warn >"$results/$name.gateway.log" 2>&1 &
@@ -124,9 +135,11 @@ stack_bench() {
   for m in "${metrics_of[@]}"; do curl -s "http://127.0.0.1:${m#*:}/metrics" >"$results/$name.${m%%:*}.metrics" || true; done
 }
 
-# stack_stop: stops the services and drops the stack's databases.
+# stack_stop: stops the services and drops the stack's databases (when
+# stack_start made them).
 stack_stop() {
   local i
   stop_services
+  ((stack_fresh)) || return 0
   for i in s0 s1 sagas; do pg_admin -c "DROP DATABASE ${stack_db}_$i WITH (FORCE)"; done
 }
