@@ -111,9 +111,12 @@ stack_bench() {
     # Once the measured phase begins: the CPU used and the counters so
     # far, so that the figures leave the setup and warm-up out.
     wait_measuring "$results/$name.progress" || true
+    # The statements' reset before write_counts: on databases at scale its
+    # sizes can take seconds, which the statements would otherwise miss.
+    # (write_counts reads the WAL position first, a moment after the start.)
     record_cpu "$results/$name.cpu-start" "${stack_watched[@]}"
-    write_counts "$results/$name.writes-start" "${dbs[@]}"
     statements_reset "${dbs[@]}"
+    write_counts "$results/$name.writes-start" "${dbs[@]}"
     local m
     for m in "${metrics_of[@]}"; do http_get_to "$results/$name.${m%%:*}.metrics-start" "${m#*:}" /metrics || true; done
   ) &
