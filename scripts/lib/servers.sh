@@ -86,6 +86,8 @@ shared_buffers = 256MB
 fsync = on
 synchronous_commit = on
 full_page_writes = on
+# Full-page images compressed (docs/benchmarks.md, "Where a transfer's WAL goes").
+wal_compression = lz4
 wal_buffers = 16MB
 max_wal_size = 4GB
 min_wal_size = 1GB
