@@ -1,10 +1,5 @@
 #include "account_shard/service/audit_job.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include "common/log/log.hpp"
 
 namespace tally::shard {
@@ -16,47 +11,15 @@ audit_job::audit_job(asio::any_io_executor ex, queries& reads, audit_options opt
     : reads_(reads),
       options_(options),
       writer_epoch_(std::move(writer_epoch)),
-      timer_(ex),
-      ended_(ex, asio::steady_timer::time_point::max()),
+      loop_(ex),
       pages_(m.add_counter("tally_shard_audit_pages_total", "Pages of full audits checked")),
       accounts_(m.add_counter("tally_shard_audit_accounts_total", "Accounts checked by full audits")),
       failures_(m.add_counter("tally_shard_audit_failures_total", "Audit pages that could not read or commit")) {}
 
 void audit_job::start() {
-  running_ = true;
-  asio::co_spawn(
-      timer_.get_executor(), [this]() -> asio::awaitable<void> { co_await run(); }, asio::detached);
-}
-
-void audit_job::poke() {
-  poked_ = true;
-  timer_.cancel();
-}
-
-void audit_job::stop() {
-  stopped_ = true;
-  timer_.cancel();
-}
-
-asio::awaitable<void> audit_job::async_stopped() {
-  while (running_) {
-    boost::system::error_code ec;
-    co_await ended_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-}
-
-asio::awaitable<void> audit_job::run() {
-  while (!stopped_) {
-    poked_ = false;
-    const bool more = co_await run_once();
-    if (stopped_) break;
-    if (poked_) continue;  // started while this pass ran
-    timer_.expires_after(more ? options_.pause : options_.idle);
-    boost::system::error_code ec;
-    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  running_ = false;
-  ended_.cancel();
+  loop_.start([this]() -> asio::awaitable<std::chrono::milliseconds> {
+    co_return co_await run_once() ? options_.pause : options_.idle;
+  });
 }
 
 asio::awaitable<bool> audit_job::run_once() {
@@ -68,7 +31,7 @@ asio::awaitable<bool> audit_job::run_once() {
   }
   bool more = false;
   for (const auto& id : running.body) {
-    if (stopped_) break;
+    if (loop_.stopped()) break;
     const auto audit_id = id.get<std::int64_t>();
     auto page = co_await reads_.async_audit_page(audit_id, options_.page_accounts, writer_epoch_());
     if (page.error) {

@@ -10,8 +10,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
-
+#include "account_shard/service/job_loop.hpp"
 #include "account_shard/store/queries.hpp"
 #include "common/metrics/metrics.hpp"
 
@@ -29,24 +28,19 @@ class audit_job {
             std::function<std::int64_t()> writer_epoch);
   void start();
   // An audit was started: page it now.
-  void poke();
+  void poke() { loop_.wake(); }
   // Asks the job to stop: it ends after the page under way.
-  void stop();
-  boost::asio::awaitable<void> async_stopped();
+  void stop() { loop_.stop(); }
+  boost::asio::awaitable<void> async_stopped() { return loop_.async_stopped(); }
 
  private:
-  boost::asio::awaitable<void> run();
   // One page of every running audit; whether any has pages left.
   boost::asio::awaitable<bool> run_once();
 
   queries& reads_;
   audit_options options_;
   std::function<std::int64_t()> writer_epoch_;
-  boost::asio::steady_timer timer_;
-  boost::asio::steady_timer ended_;  // cancelled when run() returns
-  bool stopped_ = false;
-  bool running_ = false;
-  bool poked_ = false;
+  job_loop loop_;
   metrics::counter& pages_;
   metrics::counter& accounts_;
   metrics::counter& failures_;

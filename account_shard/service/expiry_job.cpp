@@ -1,10 +1,5 @@
 #include "account_shard/service/expiry_job.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include "common/log/log.hpp"
 
 namespace tally::shard {
@@ -17,40 +12,15 @@ expiry_job::expiry_job(asio::any_io_executor ex, commit_queue& commits, queries&
       reads_(reads),
       clock_(clock),
       options_(options),
-      timer_(ex),
-      ended_(ex, asio::steady_timer::time_point::max()),
+      loop_(ex),
       expired_(m.add_counter("tally_shard_lots_expired_total", "Lots expired by the expiry job")),
       failures_(m.add_counter("tally_shard_expiry_failures_total", "Expiry passes that could not read or commit")) {}
 
 void expiry_job::start() {
-  running_ = true;
-  asio::co_spawn(
-      timer_.get_executor(), [this]() -> asio::awaitable<void> { co_await run(); }, asio::detached);
-}
-
-void expiry_job::stop() {
-  stopped_ = true;
-  timer_.cancel();
-}
-
-asio::awaitable<void> expiry_job::async_stopped() {
-  while (running_) {
-    boost::system::error_code ec;
-    co_await ended_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-}
-
-asio::awaitable<void> expiry_job::run() {
-  while (!stopped_) {
-    // A full batch means more are due: the next pass starts at once.
-    if (co_await run_once()) continue;
-    if (stopped_) break;
-    timer_.expires_after(options_.interval);
-    boost::system::error_code ec;
-    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  running_ = false;
-  ended_.cancel();
+  // A full batch means more are due: the next pass starts at once.
+  loop_.start([this]() -> asio::awaitable<std::chrono::milliseconds> {
+    co_return co_await run_once() ? std::chrono::milliseconds(0) : options_.interval;
+  });
 }
 
 asio::awaitable<bool> expiry_job::run_once() {
@@ -60,7 +30,7 @@ asio::awaitable<bool> expiry_job::run_once() {
     log::warn("expiry: could not read the due lots", {{"error", due.error.message}});
     co_return false;
   }
-  if (due.body.empty() || stopped_) co_return false;
+  if (due.body.empty() || loop_.stopped()) co_return false;
   std::vector<command> expiries;
   for (const auto& lot : due.body) {
     command c;

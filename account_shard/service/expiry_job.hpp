@@ -10,10 +10,9 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include "account_shard/service/clock.hpp"
 #include "account_shard/service/commit_queue.hpp"
+#include "account_shard/service/job_loop.hpp"
 #include "account_shard/store/queries.hpp"
 #include "common/metrics/metrics.hpp"
 
@@ -30,12 +29,11 @@ class expiry_job {
              expiry_options options, metrics::registry& metrics);
   void start();
   // Asks the job to stop: it ends after the pass under way.
-  void stop();
+  void stop() { loop_.stop(); }
   // Returns once the job has ended (after stop()).
-  boost::asio::awaitable<void> async_stopped();
+  boost::asio::awaitable<void> async_stopped() { return loop_.async_stopped(); }
 
  private:
-  boost::asio::awaitable<void> run();
   // One pass: expires up to one batch; returns whether a full batch was due.
   boost::asio::awaitable<bool> run_once();
 
@@ -43,10 +41,7 @@ class expiry_job {
   queries& reads_;
   const shard_clock& clock_;
   expiry_options options_;
-  boost::asio::steady_timer timer_;
-  boost::asio::steady_timer ended_;  // cancelled when run() returns
-  bool stopped_ = false;
-  bool running_ = false;
+  job_loop loop_;
   metrics::counter& expired_;
   metrics::counter& failures_;
 };
