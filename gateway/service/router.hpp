@@ -21,6 +21,8 @@
 
 namespace tally::gateway {
 
+inline constexpr std::string_view request_id_header = "X-Request-Id";
+
 // Who may call a route: anybody, an app key (an operator key is one too),
 // or an operator key.
 enum class access { anyone, app, operator_only };
