@@ -269,7 +269,7 @@ constexpr auto ledger_columns = std::tuple_cat(std::tuple{&ledger_row::seq}, key
                                                           [](const ledger_row& e) { return opt_int(e.reverses); }});
 constexpr std::string_view sql_insert_events =
     "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
-    "SELECT t, a, v, e, p::jsonb FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) "
+    "SELECT t, a, v, e, p::json FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) "
     "AS u(t, a, v, e, p)";
 constexpr auto event_columns = std::tuple{&event_row::tenant, &event_row::account_id, &event_row::version,
                                           &event_row::event_type, &event_row::payload};

@@ -22,6 +22,6 @@ INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, pay
   SELECT 'bench', 'acc-' || ((:b * :n + g * 7919) % 10000), :b * :n + g, 'account.debited',
          ('{"tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
           || '","balance":999999999,"held":0,"available":999999999,"status":"active","version":' || (:b * :n + g)
-          || ',"cause":{"type":"debit","biz_id":"d-' || :b || '-' || g || '"}}')::jsonb
+          || ',"cause":{"type":"debit","biz_id":"d-' || :b || '-' || g || '"}}')::json
   FROM generate_series(1, :n) g;
 COMMIT;

@@ -22,7 +22,7 @@ INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, pay
   SELECT 'bench', 'acc-' || ((:b * :n + g * 7919) % 10000), :b * :n + g, 'account.held',
          ('{"tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
           || '","balance":999999999,"held":1,"available":999999998,"status":"active","version":' || (:b * :n + g)
-          || ',"cause":{"type":"hold","biz_id":"sg-' || :b || '-' || g || ':hold"}}')::jsonb
+          || ',"cause":{"type":"hold","biz_id":"sg-' || :b || '-' || g || ':hold"}}')::json
   FROM generate_series(1, :n) g;
 COMMIT;
 BEGIN;
@@ -42,7 +42,7 @@ INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, pay
   SELECT 'bench', 'acc-' || (10000 + (:b * :n + g * 7907) % 10000), :b * :n + g, 'account.credited',
          ('{"tenant":"bench","account_id":"acc-' || (10000 + (:b * :n + g * 7907) % 10000)
           || '","balance":999999999,"held":0,"available":999999999,"status":"active","version":' || (:b * :n + g)
-          || ',"cause":{"type":"credit","biz_id":"sg-' || :b || '-' || g || ':credit"}}')::jsonb
+          || ',"cause":{"type":"credit","biz_id":"sg-' || :b || '-' || g || ':credit"}}')::json
   FROM generate_series(1, :n) g;
 COMMIT;
 BEGIN;
@@ -66,6 +66,6 @@ INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, pay
   SELECT 'bench', 'acc-' || ((:b * :n + g * 7919) % 10000), :b * :n + g + 1000000000, 'account.captured',
          ('{"tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
           || '","balance":999999998,"held":0,"available":999999998,"status":"active","version":' || (:b * :n + g)
-          || ',"cause":{"type":"capture","biz_id":"sg-' || :b || '-' || g || ':capture"}}')::jsonb
+          || ',"cause":{"type":"capture","biz_id":"sg-' || :b || '-' || g || ':capture"}}')::json
   FROM generate_series(1, :n) g;
 COMMIT;

@@ -3,8 +3,8 @@
 -- the create with the hold in flight (the credit and the capture go out
 -- without a write-ahead of their own), and the final save: the saga row,
 -- its two state-change events (created, completed), and one attempt row
--- per call (the hold's written when sent and updated when answered, the
--- credit's and the capture's once, answered). No lookups, no leases.
+-- per call, written once answered (by the final save). No lookups, no
+-- leases.
 -- transfer_store_three_saves.sql is the write set before issue 20.
 \set n 50
 SELECT nextval('floor_batch') AS b \gset
@@ -29,12 +29,7 @@ INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
           || '{"name":"credit_destination","state":"pending","attempts":0},'
           || '{"name":"capture_source","state":"pending","attempts":0}],'
           || '"created_at":"2026-12-02T05:00:00.000Z","updated_at":"2026-12-02T05:00:00.000Z",'
-          || '"deadline":"2026-12-02T05:00:10.000Z","version":1}')::jsonb
-  FROM generate_series(1, :n) g;
-INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at)
-  SELECT 'sg-' || :b || '-' || g, 'hold_source', 0, false, 1, 's0',
-         ('{"type":"hold","tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
-          || '","biz_id":"sg-' || :b || '-' || g || ':hold","amount":1}')::json, now()
+          || '"deadline":"2026-12-02T05:00:10.000Z","version":1}')::json
   FROM generate_series(1, :n) g;
 COMMIT;
 BEGIN;
@@ -56,11 +51,13 @@ INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
           || '{"name":"credit_destination","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.006Z","finished_at":"2026-12-02T05:00:00.011Z"},'
           || '{"name":"capture_source","state":"succeeded","attempts":1,"started_at":"2026-12-02T05:00:00.012Z","finished_at":"2026-12-02T05:00:00.017Z"}],'
           || '"created_at":"2026-12-02T05:00:00.000Z","updated_at":"2026-12-02T05:00:00.017Z",'
-          || '"deadline":"2026-12-02T05:00:10.000Z","version":2}')::jsonb
+          || '"deadline":"2026-12-02T05:00:10.000Z","version":2}')::json
   FROM generate_series(1, :n) g;
-UPDATE saga_step t SET outcome = 'succeeded', code = NULL, answered_at = now()
-  FROM (SELECT 'sg-' || :b || '-' || g AS saga_id FROM generate_series(1, :n) g) k
-  WHERE t.saga_id = k.saga_id AND t.step = 'hold_source' AND t.item = 0 AND NOT t.undo AND t.attempt = 1;
+INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, answered_at)
+  SELECT 'sg-' || :b || '-' || g, 'hold_source', 0, false, 1, 's0',
+         ('{"type":"hold","tenant":"bench","account_id":"acc-' || ((:b * :n + g * 7919) % 10000)
+          || '","biz_id":"sg-' || :b || '-' || g || ':hold","amount":1}')::json, now(), 'succeeded', now()
+  FROM generate_series(1, :n) g;
 INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, answered_at)
   SELECT 'sg-' || :b || '-' || g, 'credit_destination', 0, false, 1, 's1',
          ('{"type":"credit","tenant":"bench","account_id":"acc-' || (10000 + (:b * :n + g * 7907) % 10000)

@@ -7,8 +7,8 @@ cost of generating the values.
 Reads one pgbench script of bench/floor/ (its `\\set n` line, then
 statements separated by `;`) and prints it with each INSERT turned into a
 count of the rows its SELECT generates, and each UPDATE into a count of the
-rows of its FROM with the json values its SET computes (a `::jsonb` cast is
-left out: parsing is the write's cost).
+rows of its FROM with the json values its SET computes (an INSERT's `::json`
+and `::jsonb` casts are left out: parsing is the write's cost).
 """
 import argparse
 import re
@@ -19,7 +19,7 @@ def values_only(text):
     out = ["\\set n" + body.split("\n", 1)[0] + "\n"]
     for stmt in filter(None, (s.strip() for s in body.split("\n", 1)[1].split(";"))):
         if stmt.startswith("INSERT"):
-            values = re.sub(r"\)::jsonb", ")", stmt[stmt.index("SELECT"):])
+            values = re.sub(r"\)::jsonb?\b", ")", stmt[stmt.index("SELECT"):])
             stmt = f"SELECT count(*) FROM ({values}) v"
         elif stmt.startswith("UPDATE"):
             sets, source = re.match(r"UPDATE \w+ \w SET (.*?)\n\s*FROM (.*)\n\s*WHERE", stmt, re.S).groups()

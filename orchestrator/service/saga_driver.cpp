@@ -159,10 +159,9 @@ asio::awaitable<saga_driver::begun> saga_driver::async_begin(std::shared_ptr<sag
   l->request_hash = request_hash;
   const auto& flow = flow_of(*s);
   auto d = flow.eng.start(*s, t);
-  std::vector<step_attempt> attempts;
-  auto calls = prepare(*l, *s, *flow.workflow, d, t, attempts);
+  auto calls = prepare(*l, *s, d, t);
   const bool keep = keeps_lease(*s, t, options_.keep_horizon);
-  saga_write w{s.get(), 0, true, keep, std::move(attempts), type, std::move(request_hash)};
+  saga_write w{s.get(), 0, true, keep, {}, type, std::move(request_hash)};
   auto [error, version] = co_await save(std::move(w), s);
   if (error || version == 0) {
     // The outcome of a failed write is unknown: the saga may be durable and
@@ -300,18 +299,16 @@ void saga_driver::schedule_wake(const std::shared_ptr<live_saga>& l) {
   });
 }
 
-// Every call of `d` becomes a shard command and an attempt record; the
-// live saga remembers it until its answer comes.
-std::vector<saga_driver::prepared_call> saga_driver::prepare(live_saga& l, const saga& s, const workflow_def& w,
-                                                             const decision& d, instant t,
-                                                             std::vector<step_attempt>& attempts) const {
+// Every call of `d` becomes a shard command; the live saga remembers it
+// until its answer comes, and only then records the attempt (sent and
+// answered in one row): an attempt still unanswered is in the saga's
+// progress (the call's status and attempt count), not in its history.
+std::vector<saga_driver::prepared_call> saga_driver::prepare(live_saga& l, const saga& s, const decision& d,
+                                                             instant t) const {
   std::vector<prepared_call> calls;
   for (const auto& c : d.send) {
     prepared_call p{c.ref, c.attempt, routes_.shard_of(s.tenant, c.account), shard_command(c, s.tenant)};
-    auto text = p.command.dump();
-    attempts.push_back({w.steps.at(c.ref.step).name, c.ref.item, c.ref.undo, c.attempt,
-                        shards_[p.shard]->endpoint().name, text, t, std::nullopt, "", std::nullopt});
-    l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard, std::move(text), t};
+    l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard, p.command.dump(), t};
     calls.push_back(std::move(p));
   }
   return calls;
@@ -377,7 +374,7 @@ asio::awaitable<void> saga_driver::drive(std::shared_ptr<live_saga> l) {
       }
     }
 
-    auto calls = prepare(*l, *next, workflow, d, t, attempts);
+    auto calls = prepare(*l, *next, d, t);
 
     // A requester here learns the result; a stored action gets it recorded,
     // or goes back to wait for the saga's next holder when this write failed.

@@ -164,8 +164,7 @@ class saga_driver {
   boost::asio::awaitable<void> flush_saves(std::vector<save_request>& writes, std::vector<save_reply>& replies);
   std::shared_ptr<live_saga> adopt(stored_saga st);
   boost::asio::awaitable<void> drive(std::shared_ptr<live_saga> l);
-  std::vector<prepared_call> prepare(live_saga& l, const saga& s, const workflow_def& w, const decision& d, instant t,
-                                     std::vector<step_attempt>& attempts) const;
+  std::vector<prepared_call> prepare(live_saga& l, const saga& s, const decision& d, instant t) const;
   void dispatch(const std::shared_ptr<live_saga>& l, const workflow_def& w, std::vector<prepared_call> calls);
   void schedule_wake(const std::shared_ptr<live_saga>& l);
   void forget(const std::shared_ptr<live_saga>& l);

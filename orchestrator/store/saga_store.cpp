@@ -37,9 +37,20 @@ namespace {
   "   AS a(saga_id, step, item, undo, attempt, shard, command, sent, outcome, code, answered)"                  \
   "  JOIN " saga " USING (saga_id)"
 
+// The counts by state (saga_state_count) move by what a statement wrote:
+// rows of (tenant, state, change), added to this session's own slot, so
+// concurrent writers never wait for one another's counts.
+#define TALLY_COUNT_SAGAS(changes)                                 \
+  "INSERT INTO saga_state_count AS c (tenant, state, slot, sagas)" \
+  " SELECT tenant, state, pg_backend_pid(), change FROM (" changes \
+  ") AS m(tenant, state, change)"                                  \
+  " ORDER BY tenant, state"                                        \
+  " ON CONFLICT (tenant, state, slot) DO UPDATE SET sagas = c.sagas + EXCLUDED.sagas"
+
 // One statement per round creates every new saga of the round: the rows
-// whose (tenant, type, biz_id) is free, with their first outbox event and
-// attempts. $1 is the lease owner, $2–$17 the sagas' columns.
+// whose (tenant, type, biz_id) is free, with their first outbox event (a
+// new saga has no answered attempt yet). $1 is the lease owner, $2–$17 the
+// sagas' columns.
 constexpr std::string_view sql_insert =
     "WITH w AS MATERIALIZED (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
     "  $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[],"
@@ -52,12 +63,11 @@ constexpr std::string_view sql_insert =
     " SELECT saga_id, tenant, type, biz_id, request_hash, workflow, input::jsonb, state, progress::json,"
     "  error_code, error_message, attention, to_timestamp(created / 1000.0), to_timestamp(created / 1000.0),"
     "  to_timestamp(deadline / 1000.0), to_timestamp(wake / 1000.0), CASE WHEN keep THEN $1 END, 1 FROM w"
-    " ON CONFLICT (tenant, biz_id, type) DO NOTHING RETURNING tenant, saga_id),"
+    " ON CONFLICT (tenant, biz_id, type) DO NOTHING RETURNING tenant, saga_id, state),"
+    " counted AS (" TALLY_COUNT_SAGAS("SELECT tenant, state, count(*) FROM ins GROUP BY tenant, state") "),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
-    "  SELECT ins.tenant, ins.saga_id, 1, 'saga.state', e.payload::jsonb"
-    "  FROM ins JOIN unnest($18::text[], $19::text[]) AS e(saga_id, payload) USING (saga_id)),"
-    " st AS (" TALLY_ATTEMPTS_FROM("ins", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28", "$29",
-                                   "$30") ")"
+    "  SELECT ins.tenant, ins.saga_id, 1, 'saga.state', e.payload::json"
+    "  FROM ins JOIN unnest($18::text[], $19::text[]) AS e(saga_id, payload) USING (saga_id))"
     " SELECT saga_id FROM ins";
 // One statement per round saves every other write of the round: a saga is
 // written only while this instance ($1) holds it at the version the write
@@ -73,14 +83,17 @@ constexpr std::string_view sql_save =
     "   WHERE a.saga_id = s.saga_id AND a.status = 'pending') THEN to_timestamp($2::bigint / 1000.0)"
     "   ELSE to_timestamp(w.wake / 1000.0) END,"
     "  lease_owner = CASE WHEN w.keep THEN s.lease_owner END, version = s.version + 1"
-    " FROM w WHERE s.saga_id = w.saga_id AND s.version = w.version AND s.lease_owner = $1"
-    " RETURNING s.tenant, s.saga_id, s.version),"
+    " FROM w JOIN saga was USING (saga_id)"
+    " WHERE s.saga_id = w.saga_id AND s.version = w.version AND s.lease_owner = $1"
+    " RETURNING s.tenant, s.saga_id, s.version, was.state AS was, s.state),"
+    " counted AS (" TALLY_COUNT_SAGAS("SELECT tenant, state, sum(change) FROM (SELECT tenant, was AS state, -1 AS change"
+                                      "  FROM u WHERE was <> state UNION ALL SELECT tenant, state, 1 FROM u"
+                                      "  WHERE was <> state) moved GROUP BY tenant, state") "),"
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
-    "  SELECT u.tenant, u.saga_id, u.version, 'saga.state', w.payload::jsonb FROM u JOIN w USING (saga_id)"
+    "  SELECT u.tenant, u.saga_id, u.version, 'saga.state', w.payload::json FROM u JOIN w USING (saga_id)"
     "  WHERE w.payload IS NOT NULL),"
     " st AS (" TALLY_ATTEMPTS_FROM("u", "$13", "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23")
-    "  ON CONFLICT (saga_id, step, item, undo, attempt) DO UPDATE"
-    "   SET outcome = EXCLUDED.outcome, code = EXCLUDED.code, answered_at = EXCLUDED.answered_at)"
+    "  ON CONFLICT (saga_id, step, item, undo, attempt) DO NOTHING)"
     " SELECT saga_id, version FROM u";
 constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
 constexpr std::string_view sql_claim =
@@ -93,7 +106,7 @@ constexpr std::string_view sql_claim =
 // Overdue: still on its way to the pivot (or undoing) past its deadline.
 #define TALLY_SAGA_OVERDUE(now) \
   "s.state IN ('pending', 'running', 'compensating') AND s.deadline < to_timestamp(" now "::bigint / 1000.0)"
-// The counts by state that the saga table's triggers keep, one row per
+// The counts by state that the writing statements keep, one row per
 // tenant, state and writing session (0: sessions that ended, folded); and
 // the overdue ones among the sagas still on their way.
 constexpr std::string_view sql_counts =
@@ -158,6 +171,7 @@ constexpr std::string_view saga_columns = TALLY_SAGA_COLUMNS;
 
 #undef TALLY_SAGA_COLUMNS
 #undef TALLY_ATTEMPTS_FROM
+#undef TALLY_COUNT_SAGAS
 #undef TALLY_SAGA_OVERDUE
 
 param ms_param(instant t) { return std::to_string(unix_ms(t)); }
@@ -259,28 +273,13 @@ struct text_columns {
   }
 };
 
-// The attempts of the writes in TALLY_ATTEMPTS_FROM's eleven arrays. An
-// attempt recorded twice in one write (sent, then answered) is written
-// once, as last recorded: one statement may not upsert a row twice.
+// The answered attempts of the writes in TALLY_ATTEMPTS_FROM's eleven arrays.
 void append_attempts(std::span<const saga_write* const> writes, std::vector<param>& params) {
   text_columns<11> c;
-  for (const auto* w : writes) {
-    std::vector<const step_attempt*> attempts;
-    for (const auto& a : w->attempts) {
-      auto same = [&](const step_attempt* b) {
-        return b->step == a.step && b->item == a.item && b->undo == a.undo && b->attempt == a.attempt;
-      };
-      auto it = std::find_if(attempts.begin(), attempts.end(), same);
-      if (it == attempts.end())
-        attempts.push_back(&a);
-      else
-        *it = &a;
-    }
-    for (const auto* a : attempts)
-      c.add({w->s->id, a->step, std::to_string(a->item), boolean(a->undo), std::to_string(a->attempt), a->shard,
-             a->command, ms_param(a->sent), a->outcome ? param{*a->outcome} : param{}, opt_text(a->code),
-             opt_ms(a->answered)});
-  }
+  for (const auto* w : writes)
+    for (const auto& a : w->attempts)
+      c.add({w->s->id, a.step, std::to_string(a.item), boolean(a.undo), std::to_string(a.attempt), a.shard, a.command,
+             ms_param(a.sent), a.outcome ? param{*a.outcome} : param{}, opt_text(a.code), opt_ms(a.answered)});
   c.append_to(params);
 }
 
@@ -304,7 +303,6 @@ std::vector<param> create_params(std::span<const saga_write* const> creates, con
   std::vector<param> params{owner};
   sagas.append_to(params);
   events.append_to(params);
-  append_attempts(creates, params);
   return params;
 }
 

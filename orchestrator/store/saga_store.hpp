@@ -34,7 +34,8 @@ struct stored_saga {
   instant updated{};
 };
 
-// One attempt of one call, as it is recorded (sent, then answered).
+// One attempt of one call, recorded once answered (rows written before
+// issue 28 may hold an attempt sent and never answered).
 struct step_attempt {
   std::string step;
   std::size_t item = 0;
@@ -53,7 +54,7 @@ struct saga_write {
   std::int64_t version = 0;    // the version this instance read or last wrote
   bool state_changed = false;  // writes an outbox event
   bool keep_lease = true;      // false: any instance may claim it when due
-  std::vector<step_attempt> attempts;
+  std::vector<step_attempt> attempts;  // answered since the last write (none for a create)
   // Set: inserts the saga (leased to this instance) unless its
   // (tenant, type, biz_id) exists.
   std::optional<saga_type> create{};
@@ -133,7 +134,7 @@ class saga_store {
     std::int64_t overdue = 0;                     // as saga_filter::overdue_at, at `now`
   };
   // How many of the tenant's sagas are in each state, from the counts the
-  // saga table's triggers keep (no scan of the sagas), and how many are
+  // statements writing sagas keep (no scan of the sagas), and how many are
   // overdue (from the sagas still on their way, through saga_by_state).
   boost::asio::awaitable<counts_result> async_counts(std::string tenant, instant now);
   // Every refund saga of the tenant whose original is `saga_id`, in any state.

@@ -57,8 +57,8 @@ struct outbox_event {
 // account object (the shard's payload without tenant and cause, with
 // updated_at from the event's time); for a saga, the payload as written
 // (already the API's saga object). nullopt when the payload is not a JSON
-// object (for a saga, only its first character is checked: the payload comes
-// from jsonb, so it is valid JSON).
+// object (for a saga, only its first character is checked: the payload's
+// column is json, which PostgreSQL took only as valid JSON).
 std::optional<std::string> public_doc(object_kind kind, std::string_view payload, std::int64_t created_ms);
 
 }  // namespace tally::relay

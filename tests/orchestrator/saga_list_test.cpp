@@ -19,6 +19,7 @@
 #include "tests/orchestrator/sagas.hpp"
 #include "tests/orchestrator/store_fixture.hpp"
 #include "tests/support/run_coroutine.hpp"
+#include "tests/support/shard_process.hpp"
 
 namespace tally::orch {
 namespace {
@@ -234,16 +235,16 @@ TEST_F(SagaLists, NewestFirstPagedWithoutGapsByAccountAndCreatedRange) {
   });
 }
 
-// The counts the triggers keep, against a count of the rows, after
-// inserts, state changes in batches and a session's changes folded.
+// The counts the writing statements keep, against a count of the rows,
+// after inserts, state changes in batches and a session's changes folded.
 TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
   const auto by_rows = [&](const std::string& state) {
     return count("SELECT count(*) FROM saga WHERE tenant = 't1' AND state = '" + state + "'");
   };
+  std::vector<saga> sagas;
   run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     pg::pool pool(io.get_executor(), options());
     saga_store store(pool, "a", 1s, 3s);
-    std::vector<saga> sagas;
     for (std::uint8_t i = 0; i < 6; ++i) {
       auto s = testing::transfer_saga(saga_id_at(t0, i));
       s.biz_id = "c" + std::to_string(i);
@@ -268,9 +269,20 @@ TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
     EXPECT_EQ(counts.by_state[saga_state::completed], 3);
   });
   // Another session moves one to needs_attention and ends; the fold keeps its count.
-  tally::test::exec_sql(db_,
-                        "UPDATE saga SET state = 'needs_attention' WHERE saga_id = (SELECT min(saga_id) FROM"
-                        " saga WHERE state <> 'completed')");
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store store(pool, "a", 1s, 3s);
+    sagas[3].state = saga_state::needs_attention;
+    const saga_write w{&sagas[3], 1, true, false, {}};
+    auto saved = co_await store.async_save(std::span(&w, 1), t0 + 1s);
+    EXPECT_FALSE(saved.error) << saved.error.message;
+    EXPECT_EQ(saved.versions, std::vector<std::int64_t>{2});
+  });
+  // The fold takes the rows of sessions that ended: the writers' backends are gone first.
+  ASSERT_TRUE(tally::test::eventually([&] {
+    return count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                 " AND pid <> pg_backend_pid()") == 0;
+  }));
   run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     pg::pool pool(io.get_executor(), options());
     saga_store store(pool, "a", 1s, 3s);
