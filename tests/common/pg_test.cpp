@@ -50,6 +50,29 @@ class PgTest : public ::testing::Test {
 };
 std::string* PgTest::db_ = nullptr;
 
+// Sessions run without JIT, and keep the options their conninfo gives.
+TEST_F(PgTest, SessionsRunWithoutJitAndKeepTheirOwnOptions) {
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    for (const std::string& extra : {std::string(), std::string(" options='-c work_mem=5MB'")}) {
+      connection c(io.get_executor());
+      auto err = co_await c.async_connect(*db_ + extra, 3s);
+      EXPECT_FALSE(err) << err.message;
+      std::vector<statement> st{{"SHOW jit", {}}, {"SHOW work_mem", {}}};
+      std::vector<result> rs;
+      err = co_await c.async_pipeline(st, rs, 3s);
+      EXPECT_FALSE(err) << err.message;
+      if (rs.size() != 2) continue;
+      EXPECT_EQ(rs[0].text(0, 0), "off");
+      if (!extra.empty()) {
+        EXPECT_EQ(rs[1].text(0, 0), "5MB");
+      }
+    }
+    connection bad(io.get_executor());
+    auto err = co_await bad.async_connect("host=127.0.0.1 nonsense=1", 3s);
+    EXPECT_TRUE(err);
+  });
+}
+
 TEST_F(PgTest, PipelineRunsStatementsInOrderWithParameters) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
     connection c(io.get_executor());
