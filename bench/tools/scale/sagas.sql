@@ -184,16 +184,9 @@ attempts AS (
   SELECT sid, st.step, 0, false, 1, st.shard, st.command::json, pg_temp.ts(c + 3 * (st.k - 1)), st.outcome, st.code,
          pg_temp.ts(c + 3 * (st.k - 1) + 2)
   FROM sg, unnest(steps, shards, commands, outcomes, codes) WITH ORDINALITY st(step, shard, command, outcome, code, k)
-  ORDER BY sid, st.step),
-written AS (
-  INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,
-                    error_message, attention, created_at, updated_at, deadline, wake_at, lease_owner, version)
-  SELECT sid, 'bench', type, biz, pg_temp.sha(canonical), workflow, input, state, progress::json, error_code,
-         error_message, NULL, pg_temp.ts(c), pg_temp.ts(updated), pg_temp.ts(c + 10000), pg_temp.ts(wake), NULL,
-         version
-  FROM sg ORDER BY sid
-  RETURNING tenant, state)
--- The counts by state, as the store's writing statements keep them.
-INSERT INTO saga_state_count AS n (tenant, state, slot, sagas)
-SELECT tenant, state, 0, count(*) FROM written GROUP BY tenant, state
-ON CONFLICT (tenant, state, slot) DO UPDATE SET sagas = n.sagas + EXCLUDED.sagas;
+  ORDER BY sid, st.step)
+INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, state, progress, error_code,
+                  error_message, attention, created_at, updated_at, deadline, wake_at, lease_owner, version)
+SELECT sid, 'bench', type, biz, pg_temp.sha(canonical), workflow, input, state, progress::json, error_code,
+       error_message, NULL, pg_temp.ts(c), pg_temp.ts(updated), pg_temp.ts(c + 10000), pg_temp.ts(wake), NULL, version
+FROM sg ORDER BY sid;
