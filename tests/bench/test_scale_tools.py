@@ -1,7 +1,8 @@
 """Unit tests of scripts/bench-scale's pure logic: the generator's plan
 (bench/tools/scale_seed.py), the latency percentiles
-(bench/tools/saga_latency.py) and the ratios against issue 28's targets
-(bench/tools/scale_summary.py).
+(bench/tools/saga_latency.py), the ratios against issue 28's targets
+(bench/tools/scale_summary.py), and the month-end spike's and the full
+audits' summaries (bench/tools/lot_spike.py, audit_follow.py).
 
     /usr/bin/python3 -m unittest discover -s tests/bench
 """
@@ -12,6 +13,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "bench", "tools"))
 
+import audit_follow  # noqa: E402
+import lot_spike  # noqa: E402
 import saga_latency  # noqa: E402
 import scale_seed  # noqa: E402
 import scale_summary  # noqa: E402
@@ -89,6 +92,54 @@ class Ratios(unittest.TestCase):
         self.assertIsNone(r["transfers_per_s"]["ratio"])
         self.assertIsNone(r["transfers_per_s"]["met"])
         self.assertIsNone(r["saga_lists_p99_ms"]["met"])
+
+    def test_transfers_during_an_audit_and_a_spike_against_the_scaled_runs_alone(self):
+        r = scale_summary.ratios(self.runs + [run("scaled", "audit", 760, 0), run("scaled", "spike", 570, 0)], [])
+        self.assertEqual(r["transfers_during_audit"]["alone"], 950)
+        self.assertAlmostEqual(r["transfers_during_audit"]["ratio"], 0.8)
+        self.assertTrue(r["transfers_during_audit"]["met"])
+        self.assertAlmostEqual(r["transfers_during_spike"]["ratio"], 0.6)
+        self.assertFalse(r["transfers_during_spike"]["met"])
+        self.assertEqual(r["transfers_during_spike"]["target"], ">= 0.7")
+
+
+class Spike(unittest.TestCase):
+    def test_lots_are_shared_evenly_over_the_shards(self):
+        self.assertEqual(lot_spike.shares(1_000_001, 2), [500_001, 500_000])
+        self.assertEqual(lot_spike.shares(1, 2), [1, 0])
+
+    def test_all_expired_at_the_first_sample_with_none_open(self):
+        samples = [{"t_s": -1.0, "open": 10}, {"t_s": 0.5, "open": 10}, {"t_s": 42.0, "open": 3},
+                   {"t_s": 97.5, "open": 0}]
+        s = lot_spike.summary(samples, 10, 1000, 180)
+        self.assertEqual(s["all_expired_s"], 97.5)
+        self.assertTrue(s["met"])
+
+    def test_lots_left_at_the_deadline_miss(self):
+        s = lot_spike.summary([{"t_s": 0.0, "open": 10}, {"t_s": 181.0, "open": 2}], 10, 1000, 180)
+        self.assertIsNone(s["all_expired_s"])
+        self.assertFalse(s["met"])
+
+    def test_the_load_s_accounts_are_spared_and_the_limit_is_a_number(self):
+        sql = lot_spike.arm_sql(500, 1_700_000_000_000, 10_000)
+        self.assertIn("substr(account_id, 5)::bigint < 10000", sql)
+        self.assertIn("LIMIT 500", sql)
+        self.assertIn("held = 0 AND remaining > 0", sql)
+
+
+class Audits(unittest.TestCase):
+    @staticmethod
+    def audit(state, differences=0):
+        return {"audit_id": 7, "state": state, "accounts_checked": 5, "accounts_total": 5, "differences": differences}
+
+    def test_completed_and_clean_only_when_every_shard_s_is(self):
+        s = audit_follow.summary({"s0": self.audit("completed"), "s1": self.audit("completed")}, {"s0": 1, "s1": 2})
+        self.assertTrue(s["completed"] and s["clean"])
+        s = audit_follow.summary({"s0": self.audit("completed"), "s1": self.audit("running")}, {"s0": 1, "s1": 2})
+        self.assertFalse(s["completed"])
+        s = audit_follow.summary({"s0": self.audit("completed", 1), "s1": self.audit("completed")}, {"s0": 1, "s1": 2})
+        self.assertFalse(s["clean"])
+        self.assertFalse(audit_follow.summary({}, {})["completed"])
 
 
 if __name__ == "__main__":
