@@ -84,9 +84,12 @@ settings read_settings(const config::config& cfg) {
   s.audit.page_accounts = static_cast<int>(cfg.get_int("audit.page_accounts", 1000));
   s.audit.pause = std::chrono::milliseconds(cfg.get_int("audit.pause_ms", 20));
   s.audit.idle = std::chrono::milliseconds(cfg.get_int("audit.idle_ms", 5000));
+  s.audit.share_percent = static_cast<int>(cfg.get_int("audit.share_percent", 20));
   if (s.audit.page_accounts < 1 || s.audit.page_accounts > 100'000 || s.audit.pause.count() < 0 ||
-      s.audit.idle.count() < 1)
-    throw std::runtime_error("audit.page_accounts must be 1 to 100000, audit.pause_ms >= 0, audit.idle_ms >= 1");
+      s.audit.idle.count() < 1 || s.audit.share_percent < 1 || s.audit.share_percent > 100)
+    throw std::runtime_error(
+        "audit.page_accounts must be 1 to 100000, audit.pause_ms >= 0, audit.idle_ms >= 1, audit.share_percent 1 to "
+        "100");
   s.commit.refund_grace_ms = cfg.get_int("refund.expired_lot_grace_ms", 7LL * 24 * 3600 * 1000);
   if (s.commit.refund_grace_ms < 0) throw std::runtime_error("refund.expired_lot_grace_ms must be >= 0");
   s.clock_control = cfg.get_bool("testing.clock_control", false);

@@ -1,10 +1,17 @@
 #include "account_shard/service/audit_job.hpp"
 
+#include <algorithm>
+
 #include "common/log/log.hpp"
 
 namespace tally::shard {
 
 namespace asio = boost::asio;
+
+std::chrono::milliseconds audit_pause(std::chrono::milliseconds pass, const audit_options& o) {
+  const auto share = std::chrono::milliseconds(pass.count() * (100 - o.share_percent) / o.share_percent);
+  return std::max(o.pause, share);
+}
 
 audit_job::audit_job(asio::any_io_executor ex, queries& reads, audit_options options, metrics::registry& m,
                      std::function<std::int64_t()> writer_epoch)
@@ -18,7 +25,10 @@ audit_job::audit_job(asio::any_io_executor ex, queries& reads, audit_options opt
 
 void audit_job::start() {
   loop_.start([this]() -> asio::awaitable<std::chrono::milliseconds> {
-    co_return co_await run_once() ? options_.pause : options_.idle;
+    const auto began = std::chrono::steady_clock::now();
+    const bool more = co_await run_once();
+    const auto pass = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
+    co_return more ? audit_pause(pass, options_) : options_.idle;
   });
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // The audit job: on the shard's writer it pages every running full audit
 // (store/audits.cpp), one page of each in turn with a pause between pages
-// so that commands keep their pace, until none is left running; then it
+// so that commands keep their pace (the audit takes at most its share of
+// the time: after a pass of T ms it waits T * (100 - share) / share ms, and
+// never less than the pause), until none is left running; then it
 // waits until an audit is started (poke) or, at the latest, `idle`. A
 // writer that starts resumes the audits left running by the one before.
 #include <chrono>
@@ -18,9 +20,13 @@ namespace tally::shard {
 
 struct audit_options {
   int page_accounts = 1000;              // audit.page_accounts
-  std::chrono::milliseconds pause{20};   // audit.pause_ms, between pages
+  std::chrono::milliseconds pause{20};   // audit.pause_ms, the least wait between pages
   std::chrono::milliseconds idle{5000};  // audit.idle_ms, the longest wait for a new audit
+  int share_percent = 20;                // audit.share_percent, 1-100: of the time, the most the pages take
 };
+
+// The wait after a pass of pages that took `pass`.
+std::chrono::milliseconds audit_pause(std::chrono::milliseconds pass, const audit_options& o);
 
 class audit_job {
  public:
