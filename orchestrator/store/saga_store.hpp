@@ -51,9 +51,9 @@ struct step_attempt {
 
 struct saga_write {
   const saga* s = nullptr;
-  std::int64_t version = 0;    // the version this instance read or last wrote
-  bool state_changed = false;  // writes an outbox event
-  bool keep_lease = true;      // false: any instance may claim it when due
+  std::int64_t version = 0;            // the version this instance read or last wrote
+  bool state_changed = false;          // writes an outbox event
+  bool keep_lease = true;              // false: any instance may claim it when due
   std::vector<step_attempt> attempts;  // answered since the last write (none for a create)
   // Set: inserts the saga (leased to this instance) unless its
   // (tenant, type, biz_id) exists.

@@ -280,8 +280,9 @@ TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
   });
   // The fold takes the rows of sessions that ended: the writers' backends are gone first.
   ASSERT_TRUE(tally::test::eventually([&] {
-    return count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                 " AND pid <> pg_backend_pid()") == 0;
+    return count(
+               "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+               " AND pid <> pg_backend_pid()") == 0;
   }));
   run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     pg::pool pool(io.get_executor(), options());

@@ -132,8 +132,8 @@ TEST_F(SagaStore, OneBatchAnswersEveryWriteAsIfItWentAlone) {
     auto twin_b = started("sg_twin_b", "t-twin");
     auto after_hold = held;
     engine_for("transfer").on_answer(after_hold, {0, 0, false}, ok(), t0 + 5ms);
-    const step_attempt hold_answered{"hold_source", 0, false, 1, "s0", R"({"type":"hold"})", t0, "succeeded", "",
-                                     t0 + 5ms};
+    const step_attempt hold_answered{"hold_source",        0,  false,       1,  "s0",
+                                     R"({"type":"hold"})", t0, "succeeded", "", t0 + 5ms};
     auto credit_answered = hold_answered;
     credit_answered.step = "credit_destination";
     std::vector<saga_write> batch{
