@@ -11,10 +11,10 @@ of the load's accounts acc-0 ... acc-(K-1)) the expiry now + D seconds, as
 a grant on those terms would have, in one statement per shard; prints {"lots", "at_ms", "armed_ms"} (armed_ms: when
 the last statement committed). follow: from at_ms on, counts each second
 the spike's lots still open (the due ones, through the shards' lot_due
-index), appends {"t_s", "open"} lines to F and prints progress; ends when
-none is left or S seconds after at_ms, and prints the summary
-({"lots", "at_ms", "all_expired_s" (null: not within S), "deadline_s",
-"met"}).
+index), appends {"t_s", "open"} lines to F and prints progress every ten
+samples; ends when none is left or S seconds after at_ms, and prints the
+summary ({"lots", "at_ms", "all_expired_s" (null: not within S),
+"deadline_s", "met"}).
 """
 import argparse
 import json
@@ -72,8 +72,9 @@ def follow(a):
             samples.append({"t_s": t_s, "open": left})
             out.write(json.dumps(samples[-1]) + "\n")
             out.flush()
-            print(f"lot-spike: {t_s:.0f} s after the instant, {left:,} of {a.lots:,} lots still open",
-                  file=sys.stderr, flush=True)
+            if len(samples) % 10 == 1 or left == 0:
+                print(f"lot-spike: {t_s:.0f} s after the instant, {left:,} of {a.lots:,} lots still open",
+                      file=sys.stderr, flush=True)
             if left == 0 or t_s > a.deadline_s:
                 break
             time.sleep(1)
