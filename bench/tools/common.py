@@ -1,9 +1,10 @@
 """What the bench tools share: a run's files in RESULTS (the load
 generator's NAME.json, NAME.cpu-start), runs.jsonl, medians, the targets'
-lines and the throughput plot."""
+lines, the throughput plot, and psql."""
 import json
 import re
 import statistics
+import subprocess
 
 
 def read_json(path):
@@ -147,3 +148,24 @@ def writes_per_unit(results, name, units):
             "hot_updates_per_transfer": round(total["hot"] / units, 2),
             "rows_deleted_per_transfer": round(total["deleted"] / units, 2)}
 
+
+class Postgres:
+    """psql on one server: SQL files with variables, and queries' rows as text fields."""
+
+    def __init__(self, host, port, user):
+        self.base = ["psql", "-h", host, "-p", str(port), "-U", user, "-X", "-q", "-v", "ON_ERROR_STOP=1"]
+
+    def run_file(self, db, path, variables):
+        args = [*self.base, "-d", db, "-f", path]
+        for name, value in variables.items():
+            args += ["-v", f"{name}={value}"]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+
+    def query(self, db, sql):
+        """The rows of SQL as lists of text fields."""
+        out = subprocess.run([*self.base, "-d", db, "-At", "-F", "\t", "-c", sql], check=True, capture_output=True,
+                             text=True).stdout
+        return [line.split("\t") for line in out.splitlines()]
+
+    def scalar(self, db, sql):
+        return self.query(db, sql)[0][0]

@@ -18,15 +18,10 @@ summary ({"lots", "at_ms", "all_expired_s" (null: not within S),
 """
 import argparse
 import json
-import subprocess
 import sys
 import time
 
-
-def psql(a, db, sql):
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(a.port), "-U", "postgres", "-X", "-q", "-At",
-                          "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql], check=True, capture_output=True, text=True)
-    return out.stdout.strip()
+import common
 
 
 def shares(lots, shards):
@@ -59,16 +54,19 @@ def summary(samples, lots, at_ms, deadline_s):
 
 def arm(a):
     at_ms = int(time.time() * 1000) + int(a.delay_s * 1000)
-    armed = sum(int(psql(a, db, arm_sql(n, at_ms, a.spare))) for db, n in zip(a.shards, shares(a.lots, len(a.shards))))
+    pg = common.Postgres("127.0.0.1", a.port, "postgres")
+    per_shard = zip(a.shards, shares(a.lots, len(a.shards)))
+    armed = sum(int(pg.scalar(db, arm_sql(n, at_ms, a.spare))) for db, n in per_shard)
     print(json.dumps({"lots": armed, "at_ms": at_ms, "armed_ms": int(time.time() * 1000)}))
 
 
 def follow(a):
+    pg = common.Postgres("127.0.0.1", a.port, "postgres")
     samples = []
     with open(a.out, "a") as out:
         while True:
             t_s = round(time.time() - a.at_ms / 1000, 1)
-            left = sum(int(psql(a, db, open_sql(a.at_ms))) for db in a.shards)
+            left = sum(int(pg.scalar(db, open_sql(a.at_ms))) for db in a.shards)
             samples.append({"t_s": t_s, "open": left})
             out.write(json.dumps(samples[-1]) + "\n")
             out.flush()

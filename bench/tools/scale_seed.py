@@ -23,9 +23,10 @@ import concurrent.futures
 import json
 import math
 import os
-import subprocess
 import sys
 import time
+
+import common
 
 SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale")
 DAY_MS = 86_400_000
@@ -53,26 +54,6 @@ def chunks(accounts, size):
     return [(i0, min(i0 + size, accounts)) for i0 in range(0, accounts, size)]
 
 
-class Postgres:
-    def __init__(self, a):
-        self.base = ["psql", "-h", a.host, "-p", str(a.port), "-U", a.user, "-X", "-q", "-v", "ON_ERROR_STOP=1"]
-
-    def run_file(self, db, path, variables):
-        args = [*self.base, "-d", db, "-f", path]
-        for name, value in variables.items():
-            args += ["-v", f"{name}={value}"]
-        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-
-    def query(self, db, sql):
-        """The rows of SQL as lists of text fields."""
-        out = subprocess.run([*self.base, "-d", db, "-At", "-F", "\t", "-c", sql], check=True, capture_output=True,
-                             text=True).stdout
-        return [line.split("\t") for line in out.splitlines()]
-
-    def scalar(self, db, sql):
-        return self.query(db, sql)[0][0]
-
-
 def log(message):
     print(f"scale-seed: {message}", file=sys.stderr, flush=True)
 
@@ -87,7 +68,7 @@ def table_sizes(pg, db):
 
 
 def generate(a):
-    pg = Postgres(a)
+    pg = common.Postgres(a.host, a.port, a.user)
     model = plan(a.accounts, a.entries, int(time.time() * 1000))
     log(f"{a.accounts:,} accounts, {model['S']:,} activity slots over {model['R']} round(s); "
         f"chunks of {a.chunk:,} accounts, {a.jobs} at a time")
@@ -144,7 +125,7 @@ def generate(a):
 def check(a):
     """Conservation and agreement, in SQL over each database (the shards'
     reconciliation itself runs through their API: scripts/bench-scale)."""
-    pg = Postgres(a)
+    pg = common.Postgres(a.host, a.port, a.user)
     problems = []
     figures = {"shards": {}}
     for db in a.shards:

@@ -24,19 +24,6 @@ namespace {
   "(extract(epoch FROM s.updated_at) * 1000)::bigint, (extract(epoch FROM s.deadline) * 1000)::bigint, "          \
   "(extract(epoch FROM s.wake_at) * 1000)::bigint, s.version"
 
-// The attempts of a round of writes, as eleven parallel arrays from
-// parameter $first on, joined to the sagas the statement wrote (`saga`).
-#define TALLY_ATTEMPTS_FROM(saga, a, b, c, d, e, f, g, h, i, j, k)                                              \
-  " INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"         \
-  "  answered_at)"                                                                                              \
-  "  SELECT a.saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"                            \
-  "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"                      \
-  "  FROM unnest(" a "::text[], " b "::text[], " c "::int[], " d "::boolean[], " e "::int[], " f "::text[], " g \
-  "::text[], " h "::bigint[], " i "::text[], " j "::text[], " k                                                 \
-  "::bigint[])"                                                                                                 \
-  "   AS a(saga_id, step, item, undo, attempt, shard, command, sent, outcome, code, answered)"                  \
-  "  JOIN " saga " USING (saga_id)"
-
 // The counts by state (saga_state_count) move by what a statement wrote:
 // rows of (tenant, state, change), added to this session's own slot, so
 // concurrent writers never wait for one another's counts.
@@ -92,7 +79,15 @@ constexpr std::string_view sql_save =
     " ev AS (INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)"
     "  SELECT u.tenant, u.saga_id, u.version, 'saga.state', w.payload::json FROM u JOIN w USING (saga_id)"
     "  WHERE w.payload IS NOT NULL),"
-    " st AS (" TALLY_ATTEMPTS_FROM("u", "$13", "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23")
+    // The answered attempts, as eleven parallel arrays, of the sagas written.
+    " st AS (INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_at, outcome, code,"
+    "  answered_at)"
+    "  SELECT a.saga_id, a.step, a.item, a.undo, a.attempt, a.shard, a.command::json,"
+    "   to_timestamp(a.sent / 1000.0), a.outcome, a.code, to_timestamp(a.answered / 1000.0)"
+    "  FROM unnest($13::text[], $14::text[], $15::int[], $16::boolean[], $17::int[], $18::text[], $19::text[],"
+    "   $20::bigint[], $21::text[], $22::text[], $23::bigint[])"
+    "   AS a(saga_id, step, item, undo, attempt, shard, command, sent, outcome, code, answered)"
+    "  JOIN u USING (saga_id)"
     "  ON CONFLICT (saga_id, step, item, undo, attempt) DO NOTHING)"
     " SELECT saga_id, version FROM u";
 constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
@@ -170,7 +165,6 @@ constexpr std::string_view sql_renew =
 constexpr std::string_view saga_columns = TALLY_SAGA_COLUMNS;
 
 #undef TALLY_SAGA_COLUMNS
-#undef TALLY_ATTEMPTS_FROM
 #undef TALLY_COUNT_SAGAS
 #undef TALLY_SAGA_OVERDUE
 
@@ -273,7 +267,7 @@ struct text_columns {
   }
 };
 
-// The answered attempts of the writes in TALLY_ATTEMPTS_FROM's eleven arrays.
+// The answered attempts of the writes in sql_save's eleven arrays ($13-$23).
 void append_attempts(std::span<const saga_write* const> writes, std::vector<param>& params) {
   text_columns<11> c;
   for (const auto* w : writes)
