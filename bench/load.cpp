@@ -171,6 +171,7 @@ struct live_counters {
   std::atomic<std::uint64_t> rejected{0};
   std::atomic<std::uint64_t> errors{0};
   std::atomic<std::size_t> running{0};
+  std::atomic<std::uint64_t> issued{0};  // units sent, warm-up included
 };
 
 // Requests go out from `start` to `end`; those sent before `measured_from`
@@ -193,7 +194,12 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
   auto due = open_loop ? start + std::chrono::duration_cast<clock_type::duration>(
                                      std::chrono::duration<double>(static_cast<double>(index) / request_rate))
                        : start;
-  out.latencies_us.reserve(static_cast<std::size_t>(opt.duration_s * 1000));
+  out.latencies_us.reserve(std::min<std::size_t>(static_cast<std::size_t>(opt.duration_s * 1000), 1 << 20));
+  if (!open_loop) {
+    // Every connection starts at `start`, so that its first request is measured too.
+    pacer.expires_at(start);
+    co_await pacer.async_wait(asio::use_awaitable);
+  }
 
   for (std::uint64_t seq = 0;;) {
     auto sent = clock_type::now();
@@ -212,10 +218,14 @@ asio::awaitable<void> run_connection(const endpoint& target, const load_options&
     } else if (sent >= end) {
       break;
     }
+    if (opt.units > 0 && live.issued.fetch_add(opt.units_per_request) >= opt.units) break;
     auto req = work.next(index, seq, rng);
-    auto r = co_await client.async_json(bhttp::verb::post, std::move(req.target), std::move(req.body), request_timeout,
-                                        target.token);
+    if (!req) break;
+    auto kept = work.answered ? *req : request{};
+    auto r = co_await client.async_json(bhttp::verb::post, std::move(req->target), std::move(req->body),
+                                        request_timeout, target.token);
     auto latency = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - sent).count();
+    if (!r.error && work.answered) work.answered(kept, r.message);
     if (sent < measured_from) continue;
     verdict v;
     if (r.error)
@@ -331,6 +341,8 @@ bool read_load_flag(load_options& o, const std::string& name, const std::string&
     o.warmup_s = std::stod(value);
   else if (name == "rate")
     o.rate = std::stod(value);
+  else if (name == "units")
+    o.units = std::stoull(value);
   else
     return false;
   return true;

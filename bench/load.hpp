@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,11 +41,15 @@ struct load_options {
   // Load offered before the measured duration, and not counted: the first
   // seconds after the set-up are slower than the steady state.
   double warmup_s = 0;
+  // Units to send in all, warm-up included, then stop (0: as many as the
+  // duration allows).
+  std::uint64_t units = 0;
 };
 
 struct request {
   std::string target;
   std::string body;
+  std::size_t id = 0;  // the workload's own number for it (handed back to `answered`)
 };
 // How a response counts: units that succeeded, units decided otherwise
 // (a business rejection), or an error kind.
@@ -54,9 +59,13 @@ struct verdict {
   std::string error{};
 };
 struct workload {
-  // The next request of a connection; `seq` counts the units it sent.
-  std::function<request(std::size_t connection, std::uint64_t& seq, std::mt19937_64& rng)> next;
+  // The next request of a connection (`seq` counts the units it sent), or
+  // none when the connection has nothing more to send.
+  std::function<std::optional<request>(std::size_t connection, std::uint64_t& seq, std::mt19937_64& rng)> next;
   std::function<verdict(const http::response&)> judge;
+  // When set, told of every answered request (warm-up included) with its
+  // answer, from the connections' threads.
+  std::function<void(const request&, const http::response&)> answered;
 };
 
 nlohmann::json run_load(const endpoint& target, const load_options& options, const workload& work);
@@ -70,7 +79,7 @@ int tool_main(const char* name, const std::function<int()>& body);
 // "--name=value" arguments as a map; anything else is an error.
 std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv);
 // The flags of the load every tool offers (--connections, --threads,
-// --duration, --warmup, --rate) into `o`; false for any other name.
+// --duration, --warmup, --rate, --units) into `o`; false for any other name.
 bool read_load_flag(load_options& o, const std::string& name, const std::string& value);
 // Whether connections, threads and duration are positive, warmup and rate not negative.
 bool load_options_valid(const load_options& o);

@@ -9,18 +9,26 @@
 // summary line on stdout.
 //   saga_bench --shards=SPEC [--port=7001] [--token=T] [--tenant=bench] [--buckets=1024]
 //              [--accounts=1000] [--hot=0] [--connections=64] [--threads=1]
-//              [--duration=20] [--warmup=0] [--rate=R] [--wait-ms=10000] [--api-key=K [--subscribers=N]]
+//              [--duration=20] [--warmup=0] [--rate=R] [--units=N] [--wait-ms=10000]
+//              [--api-key=K [--subscribers=N]] [--journal=FILE | --replay=FILE]
 // --token defaults to $TALLY_ORCH_INTERNAL_TOKEN (the shards take the same
 // token; accounts are set up on them). --warmup=S offers the same load for
 // S seconds first, uncounted. --hot=F makes a fraction F of the
 // transfers move from one hot account (acc-0). With --api-key, --port is the
 // gateway's and the key's tenant must be --tenant; --subscribers=N keeps N
 // WebSocket subscribers open during the run, 5 accounts each.
+// --units=N stops after N transfers (the duration is then an upper bound).
+// --journal=FILE writes every answered transfer to FILE (bench/journal.hpp);
+// --replay=FILE sends the transfers of such a journal again instead of new
+// ones (every hundredth with a changed amount) and counts the answers that
+// differ from what the API promises for a replay.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -28,6 +36,7 @@
 #include <variant>
 #include <vector>
 
+#include "bench/journal.hpp"
 #include "bench/load.hpp"
 #include "bench/subscribers.hpp"
 #include "common/sharding/routing.hpp"
@@ -50,6 +59,8 @@ struct options {
   int wait_ms = 10000;
   std::string api_key;
   std::size_t subscribers = 0;
+  std::string journal;
+  std::string replay;
 };
 
 options parse_options(int argc, char** argv) {
@@ -77,16 +88,69 @@ options parse_options(int argc, char** argv) {
       o.api_key = value;
     else if (name == "subscribers")
       o.subscribers = std::stoul(value);
+    else if (name == "journal")
+      o.journal = value;
+    else if (name == "replay")
+      o.replay = value;
     else
       throw std::invalid_argument("unknown option --" + name);
   }
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
   if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
+  if (!o.journal.empty() && !o.replay.empty()) throw std::invalid_argument("--journal or --replay, not both");
   if (o.accounts < 4 || !tally::bench::load_options_valid(o.load) || o.hot < 0 || o.hot > 1 || o.wait_ms < 0 ||
       o.wait_ms > 30000)
     throw std::invalid_argument("bad accounts, connections, threads, duration, warmup, rate, hot or wait-ms");
   return o;
 }
+
+// --replay: the journal's transfers that named a saga, sent again (each
+// hundredth changed), and what their answers showed.
+class replay_check {
+ public:
+  void start(const std::string& path, std::size_t connections, tally::bench::workload& work) {
+    for (auto& e : tally::bench::read_journal(path))
+      if (!e.saga_id.empty()) entries_.push_back(std::move(e));
+    std::fprintf(stderr, "saga_bench: replaying %zu transfers\n", entries_.size());
+    work.next = [this, connections](std::size_t connection, std::uint64_t& seq,
+                                    std::mt19937_64&) -> std::optional<tally::bench::request> {
+      const auto i = connection + seq++ * connections;
+      if (i >= entries_.size()) return std::nullopt;
+      auto sent = entries_[i].sent;
+      sent.id = i;
+      return changed(i) ? tally::bench::changed_content(sent) : sent;
+    };
+    // A unit counts as decided here; whether it kept the promise is below.
+    work.judge = [](const tally::http::response& r) {
+      const int status = r.result_int();
+      if (status == 200 || status == 202 || status == 422) return tally::bench::verdict{1, 0};
+      return tally::bench::verdict{0, 0, "http_" + std::to_string(status)};
+    };
+    work.answered = [this](const tally::bench::request& sent, const tally::http::response& answer) {
+      auto difference = tally::bench::replay_difference(entries_[sent.id], changed(sent.id), answer);
+      std::lock_guard lock(mutex_);
+      ++(changed(sent.id) ? changed_ : replayed_);
+      if (difference.empty()) return;
+      ++differences_;
+      if (examples_.size() < 10) examples_.push_back(entries_[sent.id].saga_id + ": " + difference);
+    };
+  }
+  void report(nlohmann::json& summary) const {
+    summary["replay_journal"] = entries_.size();
+    summary["replayed"] = replayed_;
+    summary["replayed_changed"] = changed_;
+    summary["replay_differences"] = differences_;
+    summary["replay_examples"] = examples_;
+  }
+
+ private:
+  static bool changed(std::size_t i) { return i % 100 == 99; }
+
+  std::vector<tally::bench::journal_entry> entries_;
+  std::mutex mutex_;
+  std::uint64_t replayed_ = 0, changed_ = 0, differences_ = 0;
+  std::vector<std::string> examples_;
+};
 
 int run(const options& opt) {
   auto parsed = tally::sharding::routing_table::parse(opt.shards, opt.buckets);
@@ -145,7 +209,17 @@ int run(const options& opt) {
     if (body.find(R"("state":"completed")") != std::string::npos) return tally::bench::verdict{1, 0};
     return tally::bench::verdict{0, 1};
   };
+  std::unique_ptr<tally::bench::journal_writer> journal;
+  if (!opt.journal.empty()) {
+    journal = std::make_unique<tally::bench::journal_writer>(opt.journal);
+    work.answered = [&](const tally::bench::request& sent, const tally::http::response& answer) {
+      journal->record(sent, answer);
+    };
+  }
+  replay_check check;
+  if (!opt.replay.empty()) check.start(opt.replay, opt.load.connections, work);
   auto summary = tally::bench::run_load({"127.0.0.1", opt.port, public_api ? opt.api_key : opt.token}, opt.load, work);
+  if (!opt.replay.empty()) check.report(summary);
   if (listening) {
     summary["subscribers_open"] = listening->open();
     summary["subscriber_frames"] = listening->frames();

@@ -7,12 +7,15 @@
 #   results, token, api_key, accounts, connections, duration, warmup
 #   pids (every service started; stop_services stops them)
 # and, when set, operator_key (a second API key of the tenant, role
-# operator) and stack_shard_args (more arguments for each account_shard).
+# operator) and stack_shard_args, stack_orch_args and stack_relay_args
+# (more arguments for each account_shard, the orchestrator, the relay).
 pg_admin() { psql -h "$TALLY_PG_HOST" -p "$TALLY_PG_PORT" -U postgres -X -q -v ON_ERROR_STOP=1 -d postgres "$@"; }
 conninfo() { echo "host=$TALLY_PG_HOST port=$TALLY_PG_PORT user=postgres dbname=$1"; }
 
 pids=()
 stack_shard_args=()
+stack_orch_args=()
+stack_relay_args=()
 stop_services() {
   local pid
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -67,7 +70,7 @@ stack_start() {
   stack_relay_port=$(free_port)
   TALLY_ORCH_DATABASE_CONNINFO=$(conninfo "${stack_db}_sagas") TALLY_ORCH_INTERNAL_TOKEN=$token \
     "$bin/orchestrator/orchestrator" --listen.port="$stack_orch_port" --shards="$stack_spec" --log.level=warn \
-    >"$results/$name.orchestrator.log" 2>&1 &
+    "${stack_orch_args[@]}" >"$results/$name.orchestrator.log" 2>&1 &
   orch_pid=$!
   pids+=("$orch_pid")
   local keys
@@ -83,7 +86,8 @@ stack_start() {
     "$(conninfo "${stack_db}_s0")" "$(conninfo "${stack_db}_s1")" "$(conninfo "${stack_db}_sagas")")
   TALLY_RELAY_SOURCES=$sources TALLY_RELAY_INTERNAL_TOKEN=$token \
     "$bin/relay/relay" --listen.port="$stack_relay_port" --redis.port="$TALLY_REDIS_PORT" \
-    --gateways="g0=127.0.0.1:$gw_internal_port" --log.level=warn >"$results/$name.relay.log" 2>&1 &
+    --gateways="g0=127.0.0.1:$gw_internal_port" --log.level=warn "${stack_relay_args[@]}" \
+    >"$results/$name.relay.log" 2>&1 &
   relay_pid=$!
   pids+=("$relay_pid")
   for port in "$stack_orch_port" "$stack_gw_port" "$stack_relay_port"; do wait_ready "$port"; done
