@@ -3,7 +3,7 @@
 
     retention_follow.py sample --out F --stop FILE --every S --pg-host H --pg-port P \\
         --dbs S0 S1 SAGAS --redis-port R
-    retention_follow.py summary --samples F --first F1 --replay F2 --checks F3 --accounts N \\
+    retention_follow.py summary --samples F --first F1 --replay F2 --checks F3 --tables F4 --accounts N \\
         --outbox-window-s W --projection-window-s W --detail-window-s W --results DIR
 
 sample: every S seconds until FILE exists, appends one JSON line to F:
@@ -24,7 +24,10 @@ sagas created in the projection window and of the unsettled ones, a
 rate-limit bucket per account and OTHER_KEYS more; saga_step at most the attempts of the
 sagas of the detail window (3 a saga); and that the replay of the first
 run (saga_bench --replay) found no difference and changed nothing
-(F3: the sagas, ledger entries and balances before and after it). Prints
+(F3: the sagas, ledger entries and balances before and after it); and
+the bytes per transfer the databases kept at the end (F4: one JSON line
+per table, {"db", "table", "bytes", "heap_bytes"}), against the issue's
+2 KiB. Prints
 the targets, writes DIR/summary.json and DIR/retention.png; exits 1 when
 one is missed.
 """
@@ -41,6 +44,7 @@ import common
 OTHER_KEYS = 100  # the API keys' buckets and the relay's markers
 KINDS = {"tally:saga:": "sagas", "tally:account:": "accounts", "tally:rl:account:": "account_buckets"}
 ATTEMPTS_PER_SAGA = 3
+KEPT_PER_TRANSFER = 2048  # issue 28: database growth per transfer after retention, indexes included
 
 
 def redis_keys(r):
@@ -135,6 +139,16 @@ def replay_targets(first, replay, checks):
     ]
 
 
+def kept_per_transfer(tables, transfers):
+    """Bytes per transfer of each table (indexes included) over every
+    database, largest first, and their total."""
+    by_table = {}
+    for t in tables:
+        by_table[t["table"]] = by_table.get(t["table"], 0) + t["bytes"]
+    per = {name: round(b / transfers) for name, b in sorted(by_table.items(), key=lambda kv: -kv[1])}
+    return per, sum(by_table.values()) / transfers
+
+
 def plot(samples, results):
     plt = common.pyplot()
     if plt is None:
@@ -162,9 +176,14 @@ def summary(a):
     targets = [(f"{kind} ≤ what its window allows", f"worst {b['worst_ratio']} over {b['samples']} samples",
                 b["samples"] > 0 and b["worst_ratio"] <= 1.0) for kind, b in held.items()]
     targets += replay_targets(first, replay, checks)
+    kept, kept_total = kept_per_transfer(common.read_json_lines(a.tables), first["completed"])
+    targets.append(("database bytes kept per transfer after retention ≤ 2 KiB",
+                    f"{kept_total:.0f} B (" + ", ".join(f"{n} {b}" for n, b in list(kept.items())[:5]) + ")",
+                    kept_total <= KEPT_PER_TRANSFER))
     out = {"transfers": first["completed"], "first_run": {k: first[k] for k in ("throughput", "p99_ms", "duration_s")},
            "replay_run": {k: replay[k] for k in ("throughput", "p99_ms", "duration_s")},
            "replay_examples": replay["replay_examples"], "held": held, "checks": checks,
+           "kept_bytes_per_transfer": {"total": round(kept_total), "by_table": kept},
            "peak": {"redis_keys": max(s["redis_keys"] for s in samples),
                     "redis_live_keys": max(sum(s["redis"].values()) for s in samples),
                     "redis_mb": round(max(s["redis_bytes"] for s in samples) / 2**20, 1),
@@ -191,7 +210,7 @@ def main():
     s.add_argument("--dbs", nargs=3, required=True)
     s.add_argument("--redis-port", type=int, required=True)
     m = sub.add_parser("summary")
-    for name in ("samples", "first", "replay", "checks", "results"):
+    for name in ("samples", "first", "replay", "checks", "tables", "results"):
         m.add_argument(f"--{name}", required=True)
     m.add_argument("--accounts", type=int, required=True)
     for name in ("outbox-window-s", "projection-window-s", "detail-window-s"):

@@ -1,5 +1,6 @@
 """Unit tests of scripts/bench-retention's checks (bench/tools/retention_follow.py):
-what each retention window allows, and the judgement of the replay.
+what each retention window allows, the judgement of the replay, and the
+bytes kept per transfer.
 
     /usr/bin/python3 -m unittest discover -s tests/bench
 """
@@ -48,6 +49,16 @@ class Bounds(unittest.TestCase):
         samples = [sample(0, 0, 0, 0, 0), sample(30, 0, 0, 100, 0, attempts=301)]
         held = retention_follow.bounds(samples, 10, 1000, 1000, 30)
         self.assertAlmostEqual(held["saga_step rows"]["worst_ratio"], round(301 / 300, 3))
+
+
+class Kept(unittest.TestCase):
+    def test_tables_add_up_over_the_databases_per_transfer(self):
+        tables = [{"db": "s0", "table": "operation", "bytes": 3000, "heap_bytes": 2000},
+                  {"db": "s1", "table": "operation", "bytes": 1000, "heap_bytes": 700},
+                  {"db": "sagas", "table": "saga", "bytes": 5000, "heap_bytes": 3000}]
+        per, total = retention_follow.kept_per_transfer(tables, transfers=10)
+        self.assertEqual(list(per.items()), [("saga", 500), ("operation", 400)])
+        self.assertEqual(total, 900)
 
 
 class ReplayTargets(unittest.TestCase):
