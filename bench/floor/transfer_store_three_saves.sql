@@ -16,8 +16,7 @@ INSERT INTO saga (saga_id, tenant, type, biz_id, request_hash, workflow, input, 
          ('{"source":"acc-' || ((:b * :n + g * 7919) % 10000) || '","destination":"acc-'
           || (10000 + (:b * :n + g * 7907) % 10000) || '","amount":1,"timeout_ms":10000}')::jsonb,
          'running',
-         ('{"calls":[[{"f":{"s":"sent","n":1,"c":"","d":0,"t0":1764650000000,"t1":0,"dv":false},'
-          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[],[]],"pivoted":false}')::json,
+         ('{"calls":[[{"f":{"s":"sent","n":1,"t0":1764650000000}}],[],[]],"pivoted":false}')::json,
          now(), now(), now() + interval '10 s', now() + interval '1 s', 'orch-1-0a1b2c3d', 1
   FROM generate_series(1, :n) g;
 INSERT INTO outbox_event (tenant, saga_id, saga_version, event_type, payload)
@@ -38,10 +37,9 @@ INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_
   FROM generate_series(1, :n) g;
 COMMIT;
 BEGIN;
-UPDATE saga s SET progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000000,"t1":1764650000005,"dv":true},'
-          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[{"f":{"s":"sent","n":1,"c":"","d":0,'
-          || '"t0":1764650000006,"t1":0,"dv":false},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[]],'
-          || '"pivoted":false,"k":' || g || '}')::json,
+UPDATE saga s SET progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"t0":1764650000000,"t1":1764650000005,"dv":true}}],'
+          || '[{"f":{"s":"sent","n":1,"t0":1764650000006}}],'
+          || '[]],"pivoted":false,"k":' || g || '}')::json,
        updated_at = now(), wake_at = now() + interval '2 s', version = s.version + 1
   FROM (SELECT 'sg-' || :b || '-' || g AS saga_id, g FROM generate_series(1, :n) g) k
   WHERE s.saga_id = k.saga_id;
@@ -55,12 +53,9 @@ INSERT INTO saga_step (saga_id, step, item, undo, attempt, shard, command, sent_
   FROM generate_series(1, :n) g;
 COMMIT;
 BEGIN;
-UPDATE saga s SET state = 'completed', progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000000,'
-          || '"t1":1764650000005,"dv":true},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],'
-          || '[{"f":{"s":"succeeded","n":1,"c":"","d":0,"t0":1764650000006,"t1":1764650000011,"dv":true},'
-          || '"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,"dv":false}}],[{"f":{"s":"succeeded","n":1,"c":"","d":0,'
-          || '"t0":1764650000012,"t1":1764650000017,"dv":true},"u":{"s":"idle","n":0,"c":"","d":0,"t0":0,"t1":0,'
-          || '"dv":false}}]],"pivoted":true,"k":' || g || '}')::json,
+UPDATE saga s SET state = 'completed', progress = ('{"calls":[[{"f":{"s":"succeeded","n":1,"t0":1764650000000,"t1":1764650000005,"dv":true}}],'
+          || '[{"f":{"s":"succeeded","n":1,"t0":1764650000006,"t1":1764650000011,"dv":true}}],'
+          || '[{"f":{"s":"succeeded","n":1,"t0":1764650000012,"t1":1764650000017,"dv":true}}]],"pivoted":true,"k":' || g || '}')::json,
        updated_at = now(), wake_at = NULL, lease_owner = NULL, version = s.version + 1
   FROM (SELECT 'sg-' || :b || '-' || g AS saga_id, g FROM generate_series(1, :n) g) k
   WHERE s.saga_id = k.saga_id;

@@ -12,22 +12,32 @@ namespace {
 
 using json = nlohmann::json;
 
+// A call's progress, each field only where it differs from an idle call's
+// (an idle call is {}): every save writes the document whole, and most of
+// a saga's calls are idle undos.
 json call_json(const call_progress& c) {
-  return {{"s", to_string(c.status)}, {"n", c.attempts},           {"c", c.code},      {"d", unix_ms(c.due)},
-          {"t0", unix_ms(c.started)}, {"t1", unix_ms(c.finished)}, {"dv", c.delivered}};
+  json j = json::object();
+  if (c.status != call_status::idle) j["s"] = to_string(c.status);
+  if (c.attempts != 0) j["n"] = c.attempts;
+  if (!c.code.empty()) j["c"] = c.code;
+  if (c.due != instant{}) j["d"] = unix_ms(c.due);
+  if (c.started != instant{}) j["t0"] = unix_ms(c.started);
+  if (c.finished != instant{}) j["t1"] = unix_ms(c.finished);
+  if (c.delivered) j["dv"] = true;
+  return j;
 }
 
 call_progress call_from(const json& j) {
   call_progress c;
-  auto status = call_status_from(j.at("s").get<std::string>());
+  auto status = call_status_from(j.value("s", std::string(to_string(call_status::idle))));
   if (!status) throw std::invalid_argument("unknown call status");
   c.status = *status;
-  c.attempts = j.at("n").get<int>();
-  c.code = j.at("c").get<std::string>();
-  c.due = instant_from_unix_ms(j.at("d").get<std::int64_t>());
-  c.started = instant_from_unix_ms(j.at("t0").get<std::int64_t>());
-  c.finished = instant_from_unix_ms(j.at("t1").get<std::int64_t>());
-  c.delivered = j.at("dv").get<bool>();
+  c.attempts = j.value("n", 0);
+  c.code = j.value("c", "");
+  c.due = instant_from_unix_ms(j.value("d", std::int64_t{0}));
+  c.started = instant_from_unix_ms(j.value("t0", std::int64_t{0}));
+  c.finished = instant_from_unix_ms(j.value("t1", std::int64_t{0}));
+  c.delivered = j.value("dv", false);
   return c;
 }
 
@@ -133,7 +143,8 @@ json progress_to_json(const saga& s) {
   for (const auto& step : s.calls) {
     auto calls = json::array();
     for (const auto& c : step) {
-      json call{{"f", call_json(c.forward)}, {"u", call_json(c.undo)}};
+      json call{{"f", call_json(c.forward)}};
+      if (c.undo != call_progress{}) call["u"] = call_json(c.undo);
       if (!c.lots.empty()) call["l"] = lots_json(c.lots);
       if (c.amount != 0) call["a"] = c.amount;
       calls.push_back(std::move(call));
@@ -164,7 +175,7 @@ bool progress_from_json(const json& j, saga& s, std::string& error) {
     for (const auto& step : j.at("calls")) {
       auto& calls = s.calls.emplace_back();
       for (const auto& c : step)
-        calls.push_back({call_from(c.at("f")), call_from(c.at("u")),
+        calls.push_back({call_from(c.at("f")), c.contains("u") ? call_from(c.at("u")) : call_progress{},
                          c.contains("l") ? lots_from(c.at("l")) : std::vector<lot_share>{},
                          c.value("a", std::int64_t{0})});
     }

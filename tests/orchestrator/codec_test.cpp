@@ -114,6 +114,34 @@ TEST(PublicSaga, ARefundSaysWhatItGaveBackAndAnOriginalPerItem) {
   EXPECT_TRUE(refunded_of_original(transfer, saga_type::credit, {{"alice", 5}}).empty());
 }
 
+// A call writes only what differs from an idle call, and an idle undo not
+// at all; documents written whole (before issue 28) read the same.
+TEST(StoredSaga, WritesOnlyWhatDiffersFromAnIdleCallAndReadsTheWholeForm) {
+  auto e = engine_for("transfer");
+  auto s = transfer_saga("sg_01CODEC");
+  e.start(s, t0);
+  e.on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
+  auto j = progress_to_json(s);
+  const auto& first = j["calls"][0][0];
+  EXPECT_FALSE(first.contains("u")) << first;
+  EXPECT_FALSE(first["f"].contains("c")) << first;
+  EXPECT_EQ(j["calls"][2][0], (json{{"f", json::object()}})) << "an idle call is {}";
+
+  auto whole = j;
+  for (auto& step : whole["calls"])
+    for (auto& call : step)
+      for (const char* side : {"f", "u"}) {
+        json full{{"s", "idle"}, {"n", 0}, {"c", ""}, {"d", 0}, {"t0", 0}, {"t1", 0}, {"dv", false}};
+        if (call.contains(side)) full.update(call[side]);
+        call[side] = full;
+      }
+  saga r;
+  std::string error;
+  ASSERT_TRUE(progress_from_json(whole, r, error)) << error;
+  EXPECT_EQ(r.calls, s.calls);
+  EXPECT_EQ(progress_to_json(r), j);
+}
+
 TEST(StoredSaga, RefusesWhatItDidNotWrite) {
   saga s;
   std::string error;
