@@ -132,9 +132,16 @@ error connection::fail(errc code, std::string message) {
   return error{make_error_code(code), "", std::move(message)};
 }
 
-void connection::attach_socket() {
+void connection::on_notice(void* self, const PGresult* notice) {
+  const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+  const char* message = PQresultErrorField(notice, PG_DIAG_MESSAGE_PRIMARY);
+  if (severity != nullptr && message != nullptr && is_unreplicated_commit_warning(severity, message))
+    static_cast<connection*>(self)->commit_not_replicated_ = true;
+}
+
+void connection::attach_socket(bool renew) {
   int fd = PQsocket(conn_);
-  if (socket_ && socket_->native_handle() == fd) return;
+  if (socket_ && socket_->native_handle() == fd && !renew) return;
   if (socket_) socket_->release();
   socket_ = std::make_unique<asio::posix::stream_descriptor>(ex_, fd);
 }
@@ -231,7 +238,10 @@ awaitable<error> connection::async_connect(std::string conninfo, std::chrono::mi
       deadline_.cancel();
       co_return fail(errc::connection_failed, PQerrorMessage(conn_));
     }
-    attach_socket();  // the descriptor may change while libpq tries addresses
+    // While it tries hosts and addresses libpq may close its socket and open
+    // another, which may get the same number: registered anew each time,
+    // or the reactor would wait on a socket that is gone.
+    attach_socket(true);
     auto ec = co_await async_wait(poll == PGRES_POLLING_READING ? wait_for::read : wait_for::write);
     if (ec) {
       deadline_.cancel();
@@ -241,6 +251,7 @@ awaitable<error> connection::async_connect(std::string conninfo, std::chrono::mi
   }
   deadline_.cancel();
   attach_socket();
+  PQsetNoticeReceiver(conn_, &connection::on_notice, this);
   if (PQsetnonblocking(conn_, 1) != 0 || PQenterPipelineMode(conn_) != 1)
     co_return fail(errc::connection_failed, PQerrorMessage(conn_));
   co_return error{};
@@ -258,6 +269,7 @@ awaitable<error> connection::async_flush() {
 }
 
 awaitable<error> connection::async_read_results(std::size_t expected, std::vector<result>& out) {
+  commit_not_replicated_ = false;
   error first;
   std::size_t index = 0;  // statement whose results are being read
   bool got_result = false;
@@ -285,6 +297,11 @@ awaitable<error> connection::async_read_results(std::size_t expected, std::vecto
       if (!first && index < expected) out.push_back(std::move(r));
     }
   }
+  // The pipeline's transaction committed on this server only: reported as
+  // the outcome-unknown it is, and the connection goes (a primary whose
+  // standbys do not answer may be on its way out).
+  if (commit_not_replicated_ && !first)
+    co_return fail(errc::commit_not_replicated, "the commit was not confirmed by a synchronous standby");
   co_return first;
 }
 

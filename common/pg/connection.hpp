@@ -108,14 +108,18 @@ class connection {
   boost::asio::awaitable<error> async_flush();
   boost::asio::awaitable<error> async_read_results(std::size_t expected, std::vector<result>& out);
   error fail(errc code, std::string message);
-  void attach_socket();
+  void attach_socket(bool renew = false);
   void arm_deadline(std::chrono::milliseconds timeout);
+  static void on_notice(void* self, const pg_result* notice);
 
   boost::asio::any_io_executor ex_;
   pg_conn* conn_ = nullptr;
   std::unique_ptr<boost::asio::posix::stream_descriptor> socket_;
   boost::asio::steady_timer deadline_;
   bool timed_out_ = false;
+  // Set by on_notice when the server warns that a commit went without its
+  // synchronous standby's confirmation; read when the pipeline's results end.
+  bool commit_not_replicated_ = false;
   std::uint64_t deadline_generation_ = 0;
   std::uint64_t statements_named_ = 0;
   struct text_hash {

@@ -22,6 +22,7 @@ class category_impl final : public std::error_category {
       case errc::undefined_object: return "undefined object";
       case errc::pool_exhausted: return "connection pool exhausted";
       case errc::fenced: return "writer fenced";
+      case errc::commit_not_replicated: return "commit not confirmed by a synchronous standby";
     }
     return "unknown pg error";
   }
@@ -49,13 +50,19 @@ errc errc_from_sqlstate(std::string_view s) {
   return errc::query_failed;
 }
 
+bool is_unreplicated_commit_warning(std::string_view severity, std::string_view message) {
+  return severity == "WARNING" && (message.starts_with("canceling wait for synchronous replication") ||
+                                   message.starts_with("canceling the wait for synchronous replication"));
+}
+
 bool is_transient(std::error_code ec) {
   return ec == errc::serialization_failure || ec == errc::deadlock_detected || ec == errc::unique_violation ||
          ec == errc::lock_not_available;
 }
 
 bool is_outcome_unknown(std::error_code ec) {
-  return ec == errc::connection_lost || ec == errc::timeout || ec == errc::admin_shutdown;
+  return ec == errc::connection_lost || ec == errc::timeout || ec == errc::admin_shutdown ||
+         ec == errc::commit_not_replicated;
 }
 
 }  // namespace tally::pg

@@ -23,11 +23,22 @@ enum class errc {
   undefined_object,       // 42P01, 42703, 42883: schema not as expected
   pool_exhausted,         // no connection became free in time
   fenced,                 // this process lost the right to write
+  // The server committed locally but its wait for a synchronous standby
+  // was cancelled (a WARNING, not an error): outcome unknown, since the
+  // commit may be lost with the primary.
+  commit_not_replicated,
 };
 
 const std::error_category& category();
 std::error_code make_error_code(errc e);
 errc errc_from_sqlstate(std::string_view sqlstate);
+// Whether a notice (its non-localized severity and its message) is the
+// server's warning that a commit returned without its synchronous standby's
+// confirmation: "canceling wait for synchronous replication due to user
+// request" (a cancel, a statement timeout) or "canceling the wait for
+// synchronous replication and terminating connection …". The messages are
+// PostgreSQL's English ones: the servers run with lc_messages = C.
+bool is_unreplicated_commit_warning(std::string_view severity, std::string_view message);
 // True when re-running the whole transaction may succeed.
 bool is_transient(std::error_code ec);
 // True when the outcome of a COMMIT sent before the failure is unknown.

@@ -201,6 +201,8 @@ tally_redis_stop() {
 
 _tally_cleanup() {
   local dir
+  # Replicated clusters (ha.sh), when a script started some.
+  if declare -F tally_ha_stop >/dev/null; then tally_ha_stop || true; fi
   for dir in "${_tally_redis_dirs[@]}"; do tally_redis_stop "$dir" || true; done
   for dir in "${_tally_pg_dirs[@]}"; do tally_pg_stop "$dir" || true; done
   for dir in "${_tally_temp_dirs[@]}"; do rm -rf "$dir"; done

@@ -120,6 +120,44 @@ TEST_F(PgTest, SqlStateIsMappedAndTheConnectionStaysUsable) {
   });
 }
 
+// The server's warning that a commit went without its synchronous
+// standby's confirmation (raised here as the server raises it, with the
+// same severity and message; tests/ha provoke the real one) turns a
+// success into outcome-unknown; any other warning leaves it a success.
+TEST_F(PgTest, ACommitNotConfirmedByAStandbyIsOutcomeUnknown) {
+  test::exec_sql(*db_, "CREATE TABLE IF NOT EXISTS unconfirmed (k int PRIMARY KEY)");
+  run([&](asio::io_context& io) -> asio::awaitable<void> {
+    connection c(io.get_executor());
+    co_await c.async_connect(*db_, 3s);
+    result r;
+    auto err = co_await c.async_exec("DO $$ BEGIN RAISE WARNING 'some other warning'; END $$", r, 3s);
+    EXPECT_FALSE(err) << err.message;
+    std::vector<statement> st{
+        {"INSERT INTO unconfirmed VALUES (1)", {}},
+        {"DO $$ BEGIN RAISE WARNING 'canceling wait for synchronous replication due to user request'"
+         " USING DETAIL = 'The transaction has already committed locally, but might not have been replicated to"
+         " the standby.'; END $$",
+         {}}};
+    std::vector<result> rs;
+    err = co_await c.async_pipeline(st, rs, 3s);
+    EXPECT_EQ(err.code, errc::commit_not_replicated);
+    EXPECT_TRUE(is_outcome_unknown(err.code));
+    EXPECT_FALSE(is_transient(err.code));
+    EXPECT_FALSE(c.is_open());
+  });
+  EXPECT_EQ(test::query_int(*db_, "SELECT count(*) FROM unconfirmed"), 1) << "it did commit, here";
+}
+
+TEST(PgErrors, OnlyTheSynchronousReplicationWarningsMeanAnUnreplicatedCommit) {
+  EXPECT_TRUE(
+      is_unreplicated_commit_warning("WARNING", "canceling wait for synchronous replication due to user request"));
+  EXPECT_TRUE(is_unreplicated_commit_warning(
+      "WARNING",
+      "canceling the wait for synchronous replication and terminating connection due to administrator command"));
+  EXPECT_FALSE(is_unreplicated_commit_warning("NOTICE", "canceling wait for synchronous replication"));
+  EXPECT_FALSE(is_unreplicated_commit_warning("WARNING", "there is no transaction in progress"));
+}
+
 TEST_F(PgTest, TimeoutClosesTheConnectionAndReportsUnknownOutcome) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
     connection c(io.get_executor());
