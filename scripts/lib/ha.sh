@@ -21,6 +21,7 @@
 _tally_ha_dir=""
 _tally_ha_monitor_pid=""
 _tally_ha_monitor_port=""
+_tally_ha_monitor=""
 declare -A _tally_ha_ports=()  # "FORMATION N" -> port
 declare -A _tally_ha_pids=()   # "FORMATION N" -> process group
 
@@ -59,8 +60,10 @@ _tally_ha_gone() { ! kill -0 -- "-$1" 2>/dev/null; }
 
 _tally_ha_healthy() { _tally_ha_count "$1" primary 1 && _tally_ha_count "$1" secondary 2; }
 
-_tally_ha_monitor_uri() { _tally_ha_ctl show uri --pgdata "$_tally_ha_dir/monitor" --formation monitor; }
-_tally_ha_monitor_ready() { psql "$(_tally_ha_monitor_uri)" -XAtqc "SELECT count(*) FROM pgautofailover.formation"; }
+# The monitor's URI, read once it is up: two pg_autoctl processes creating
+# their state directories at once can fail on each other's mkdir.
+_tally_ha_monitor_uri() { echo "$_tally_ha_monitor"; }
+_tally_ha_monitor_ready() { _tally_ha_monitor_sql "SELECT count(*) FROM pgautofailover.formation"; }
 
 # _tally_ha_until DESCRIPTION SECONDS COMMAND...: polls COMMAND every 0.2 s.
 _tally_ha_until() {
@@ -109,6 +112,7 @@ tally_ha_start() {
     --pgdata "$_tally_ha_dir/monitor" --pgport "$port" --hostname 127.0.0.1 --auth trust --no-ssl --run
   _tally_ha_monitor_pid=$_tally_ha_spawned
   _tally_ha_until "the monitor" 60 _tally_ha_monitor_ready || return 1
+  _tally_ha_monitor=$(_tally_ha_ctl show uri --pgdata "$_tally_ha_dir/monitor" --formation monitor) || return 1
   # Health checks every second, a node unhealthy after 3 s without its
   # keeper and a failed check, and the old primary's drain wait at 2 s
   # (above nothing: with synchronous standbys a fenced-off primary cannot
@@ -198,4 +202,5 @@ tally_ha_stop() {
   fi
   _tally_ha_pids=()
   _tally_ha_monitor_pid=""
+  _tally_ha_monitor=""
 }
