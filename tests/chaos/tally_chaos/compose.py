@@ -51,11 +51,19 @@ class ComposeCluster(ClusterBase):
             self.check_orphans_harmless(container, self.layout.conninfo(i, "tally"))
         threading.Thread(target=self.supervise, daemon=True, name="supervisor").start()
 
-    def check_orphans_harmless(self, container, conninfo, timeout_s=10):
+    def check_orphans_harmless(self, container, conninfo, timeout_s=30):
         """An orphan that exits with status 2 inside the container must not
         end the server's connections (compose.yaml: PostgreSQL is not PID 1).
         Raises when it does."""
-        c = snapshot.connect(conninfo)
+        deadline = time.time() + timeout_s
+        while True:  # healthy inside the container; the first connection from outside may take longer
+            try:
+                c = snapshot.connect(conninfo)
+                break
+            except psycopg2.OperationalError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
         try:
             pid = docker("exec", container, "sh", "-c", "(sleep 0.2; exit 2) >/dev/null 2>&1 & echo $!",
                          check=True).stdout.strip()
