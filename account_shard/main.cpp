@@ -72,6 +72,7 @@ settings read_settings(const config::config& cfg) {
     throw std::runtime_error("commit_mode must be group or per-command");
   }
   s.commit.statement_timeout = std::chrono::milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
+  s.commit.require_synchronous_standby = cfg.get_bool("database.require_synchronous_standby", false);
   // Hot-account admission: the longest a command may wait behind its own account.
   const auto max_wait_ms = cfg.get_int("admission.max_wait_ms", 20);
   if (max_wait_ms < 0 || max_wait_ms > 60'000) throw std::runtime_error("admission.max_wait_ms must be 0 to 60000");

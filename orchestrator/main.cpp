@@ -38,6 +38,7 @@ struct settings {
   std::size_t buckets = 1024;
   std::size_t pool = 4;
   milliseconds statement_timeout{5000};
+  bool require_synchronous_standby = false;
   orch::shard_client_options shard;
   orch::runner_options runner;
   std::string instance;
@@ -54,6 +55,7 @@ settings read_settings(const config::config& cfg) {
   s.buckets = static_cast<std::size_t>(cfg.get_int("buckets", 1024));
   s.pool = static_cast<std::size_t>(cfg.get_int("database.pool", 4));
   s.statement_timeout = milliseconds(cfg.get_int("database.statement_timeout_ms", 5000));
+  s.require_synchronous_standby = cfg.get_bool("database.require_synchronous_standby", false);
   s.shard.connections = static_cast<std::size_t>(cfg.get_int("shard.connections", 4));
   s.shard.max_batch = static_cast<std::size_t>(cfg.get_int("shard.max_batch", 500));
   s.shard.timeout = milliseconds(cfg.get_int("shard.timeout_ms", 2000));
@@ -90,7 +92,7 @@ struct app : service::app {
         s_(std::move(s)),
         routes_(std::move(routes)),
         pool_(io.get_executor(), pool_options()),
-        store_(pool_, s_.instance, s_.runner.lease, s_.statement_timeout) {
+        store_(pool_, s_.instance, s_.runner.lease, s_.statement_timeout, s_.require_synchronous_standby) {
     for (const auto& e : routes_.shards())
       shards_.push_back(std::make_unique<orch::shard_client>(io.get_executor(), e, s_.shard_token, s_.shard));
     runner_ = std::make_unique<orch::saga_runner>(io.get_executor(), store_, routes_, shards_, metrics_, s_.runner);

@@ -28,6 +28,8 @@ commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_o
       commands_(m.add_counter("tally_shard_commands_total", "Commands decided and committed")),
       retries_(m.add_counter("tally_shard_batch_retries_total", "Batches re-run after a transient error")),
       failures_(m.add_counter("tally_shard_batch_failures_total", "Batches answered unavailable or unknown")),
+      unreplicated_(m.add_counter("tally_shard_batches_refused_unreplicated_total",
+                                  "Batches refused because no synchronous standby would confirm them")),
       batch_size_(m.add_histogram("tally_shard_batch_size", "Commands per committed batch",
                                   {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024})),
       batch_seconds_(
@@ -147,7 +149,7 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<command>& batch, std::
       for (auto& r : results) r = {submit_status::unavailable, {}, err.message};
       co_return;
     }
-    const batch_context ctx{epoch_, clock_.now_ms(), options_.refund_grace_ms};
+    const batch_context ctx{epoch_, clock_.now_ms(), options_.refund_grace_ms, options_.require_synchronous_standby};
     batch_outcome out = co_await async_run_batch(*conn, ctx, batch, options_.statement_timeout);
     if (!out.error) {
       batches_.inc();
@@ -171,6 +173,7 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<command>& batch, std::
       continue;  // nothing committed; the next attempt re-reads every row
     }
     failures_.inc();
+    if (out.error.code == pg::errc::no_synchronous_standby) unreplicated_.inc();
     log::warn("batch failed", {{"size", batch.size()},
                                {"error", out.error.code.message()},
                                {"detail", out.error.message},

@@ -46,6 +46,7 @@ struct commit_options {
   int transient_retries = 5;
   std::int64_t refund_grace_ms = 7LL * 24 * 3600 * 1000;  // refund.expired_lot_grace
   admission_policy admission;                             // admission.max_wait_ms
+  bool require_synchronous_standby = false;               // database.require_synchronous_standby
 };
 
 enum class submit_status {
@@ -101,6 +102,7 @@ class commit_queue {
   metrics::counter& commands_;
   metrics::counter& retries_;
   metrics::counter& failures_;
+  metrics::counter& unreplicated_;
   metrics::histogram& batch_size_;
   metrics::histogram& batch_seconds_;
   metrics::histogram& queue_wait_;

@@ -402,7 +402,7 @@ param lasting_rule_of(const command& c) {
 }
 
 // The statements that lock and read everything the batch may touch.
-read_plan read_statements(std::span<const command> commands) {
+read_plan read_statements(std::span<const command> commands, bool require_synchronous_standby) {
   account_needs accounts;
   std::set<op_key> ops;
   std::set<op_key> naming;  // operations whose lots the batch needs whatever their state
@@ -432,6 +432,7 @@ read_plan read_statements(std::span<const command> commands) {
   for (auto& a : pg::arrays_of(accounts, account_lot_need_columns)) lot_arrays.push_back(std::move(a));
   read_plan plan;
   plan.add(sql_begin, {});
+  if (require_synchronous_standby) plan.add(pg::sql_require_synchronous_standby, {});
   plan.add(sql_fence_shared, {});
   plan.epoch = plan.add(sql_read_epoch, {});
   plan.accounts = plan.add(sql_lock_accounts, account_arrays);
@@ -510,7 +511,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
                                                std::span<const command> commands, std::chrono::milliseconds timeout) {
   batch_outcome out;
   std::vector<pg::result> results;
-  const auto reads = read_statements(commands);
+  const auto reads = read_statements(commands, ctx.require_synchronous_standby);
   out.error = co_await conn.async_pipeline(reads.statements, results, timeout);
   if (out.error) {
     co_await pg::async_rollback(conn, timeout);

@@ -43,6 +43,7 @@ struct batch_context {
   std::int64_t writer_epoch = 0;
   std::int64_t now_ms = 0;  // the shard's clock: which lots are due
   std::int64_t refund_grace_ms = 0;
+  bool require_synchronous_standby = false;  // refuse while no standby would confirm the commit
 };
 
 boost::asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch_context& ctx,

@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/asio/idle_socket.hpp"
+#include "common/pg/conninfo.hpp"
 
 namespace tally::pg {
 
@@ -180,55 +181,45 @@ awaitable<std::error_code> connection::async_wait(wait_for what) {
   co_return std::error_code{};
 }
 
-namespace {
-
-// Every session of the services runs short statements, where compiling a
-// plan (PostgreSQL JITs any plan whose estimate passes jit_above_cost)
-// costs far more than it saves: 0.9 s a call for the relay pruner's backlog
-// count over a 25,000-row outbox. So each connection asks for jit = off,
-// after whatever options its conninfo already gives. nullopt: the conninfo
-// does not parse (the connect then fails with libpq's own message).
-struct connect_params {
-  std::vector<std::string> keywords, values;
-};
-std::optional<connect_params> session_params(const std::string& conninfo) {
-  char* parse_error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
-  if (parse_error != nullptr) PQfreemem(parse_error);
-  if (parsed == nullptr) return std::nullopt;
-  connect_params out;
-  std::string options;
-  for (const auto* o = parsed; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr) continue;
-    if (std::string_view(o->keyword) == "options") {
-      options = o->val;
-      continue;
-    }
-    out.keywords.emplace_back(o->keyword);
-    out.values.emplace_back(o->val);
+awaitable<error> connection::async_connect(std::string conninfo, std::chrono::milliseconds timeout) {
+  auto params = session_params(conninfo);
+  if (!params) {
+    close();
+    conn_ = PQconnectStart(conninfo.c_str());
+    co_return co_await async_poll_connect(timeout);
   }
-  PQconninfoFree(parsed);
-  out.keywords.emplace_back("options");
-  out.values.push_back(options.empty() ? "-c jit=off" : options + " -c jit=off");
-  return out;
+  // Host by host, each with its own time (the conninfo's connect_timeout
+  // when shorter), from the one that took the last connection of this
+  // conninfo on this thread: after a failover that is the new primary.
+  thread_local std::unordered_map<std::string, std::size_t> last_good_host;
+  const auto hosts = per_host(*params);
+  const auto each = std::min(timeout, connect_timeout(*params).value_or(timeout));
+  auto& first = last_good_host[conninfo];
+  error last;
+  for (std::size_t k = 0; k < hosts.size(); ++k) {
+    const auto i = (first + k) % hosts.size();
+    if (!(last = co_await async_connect_to(hosts[i], hosts.size() == 1 ? timeout : each))) {
+      first = i;
+      co_return last;
+    }
+  }
+  co_return last;
 }
 
-}  // namespace
-
-awaitable<error> connection::async_connect(std::string conninfo, std::chrono::milliseconds timeout) {
+awaitable<error> connection::async_connect_to(const connect_params& params, std::chrono::milliseconds timeout) {
   close();
-  if (auto params = session_params(conninfo)) {
-    std::vector<const char*> keywords, values;
-    for (std::size_t i = 0; i < params->keywords.size(); ++i) {
-      keywords.push_back(params->keywords[i].c_str());
-      values.push_back(params->values[i].c_str());
-    }
-    keywords.push_back(nullptr);
-    values.push_back(nullptr);
-    conn_ = PQconnectStartParams(keywords.data(), values.data(), 0);
-  } else {
-    conn_ = PQconnectStart(conninfo.c_str());
+  std::vector<const char*> keywords, values;
+  for (std::size_t i = 0; i < params.keywords.size(); ++i) {
+    keywords.push_back(params.keywords[i].c_str());
+    values.push_back(params.values[i].c_str());
   }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  conn_ = PQconnectStartParams(keywords.data(), values.data(), 0);
+  co_return co_await async_poll_connect(timeout);
+}
+
+awaitable<error> connection::async_poll_connect(std::chrono::milliseconds timeout) {
   if (conn_ == nullptr) co_return fail(errc::connection_failed, "out of memory");
   if (PQstatus(conn_) == CONNECTION_BAD) co_return fail(errc::connection_failed, PQerrorMessage(conn_));
   arm_deadline(timeout);
@@ -238,9 +229,9 @@ awaitable<error> connection::async_connect(std::string conninfo, std::chrono::mi
       deadline_.cancel();
       co_return fail(errc::connection_failed, PQerrorMessage(conn_));
     }
-    // While it tries hosts and addresses libpq may close its socket and open
-    // another, which may get the same number: registered anew each time,
-    // or the reactor would wait on a socket that is gone.
+    // While it tries addresses libpq may close its socket and open another,
+    // which may get the same number: registered anew each time, or the
+    // reactor would wait on a socket that is gone.
     attach_socket(true);
     auto ec = co_await async_wait(poll == PGRES_POLLING_READING ? wait_for::read : wait_for::write);
     if (ec) {

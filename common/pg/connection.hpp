@@ -26,6 +26,8 @@ struct pg_result;
 
 namespace tally::pg {
 
+struct connect_params;
+
 // One result of a statement, in text format.
 class result {
  public:
@@ -70,7 +72,8 @@ class connection {
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  // Connects without blocking the thread and enters pipeline mode.
+  // Connects without blocking the thread and enters pipeline mode. A
+  // conninfo with several hosts is tried host by host (pg/conninfo.hpp).
   boost::asio::awaitable<error> async_connect(std::string conninfo, std::chrono::milliseconds timeout);
 
   // Sends every statement and one sync, then reads every result. On the
@@ -104,6 +107,8 @@ class connection {
 
  private:
   enum class wait_for { read, write, either };
+  boost::asio::awaitable<error> async_connect_to(const connect_params& params, std::chrono::milliseconds timeout);
+  boost::asio::awaitable<error> async_poll_connect(std::chrono::milliseconds timeout);
   boost::asio::awaitable<std::error_code> async_wait(wait_for what);
   boost::asio::awaitable<error> async_flush();
   boost::asio::awaitable<error> async_read_results(std::size_t expected, std::vector<result>& out);

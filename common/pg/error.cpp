@@ -23,6 +23,7 @@ class category_impl final : public std::error_category {
       case errc::pool_exhausted: return "connection pool exhausted";
       case errc::fenced: return "writer fenced";
       case errc::commit_not_replicated: return "commit not confirmed by a synchronous standby";
+      case errc::no_synchronous_standby: return "no synchronous standby";
     }
     return "unknown pg error";
   }
@@ -44,6 +45,7 @@ errc errc_from_sqlstate(std::string_view s) {
   if (s == "40P01") return errc::deadlock_detected;
   if (s == "55P03") return errc::lock_not_available;
   if (s == "25006") return errc::read_only;
+  if (s == "TL001") return errc::no_synchronous_standby;
   if (s == "42P01" || s == "42703" || s == "42883") return errc::undefined_object;
   if (s.starts_with("57P")) return errc::admin_shutdown;
   if (s.starts_with("08")) return errc::connection_failed;

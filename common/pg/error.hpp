@@ -27,6 +27,9 @@ enum class errc {
   // was cancelled (a WARNING, not an error): outcome unknown, since the
   // commit may be lost with the primary.
   commit_not_replicated,
+  // The primary has no synchronous standby (SQLSTATE TL001, raised by
+  // require_synchronous_standby()): the write was refused, nothing committed.
+  no_synchronous_standby,
 };
 
 const std::error_category& category();

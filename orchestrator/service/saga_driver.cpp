@@ -132,7 +132,8 @@ asio::awaitable<void> saga_driver::flush_saves(std::vector<save_request>& writes
   auto r = co_await store_.async_save(batch, wall_clock());
   const bool refused = r.error && !pg::is_outcome_unknown(r.error.code) &&
                        r.error.code != make_error_code(pg::errc::connection_failed) &&
-                       r.error.code != make_error_code(pg::errc::pool_exhausted);
+                       r.error.code != make_error_code(pg::errc::pool_exhausted) &&
+                       r.error.code != make_error_code(pg::errc::no_synchronous_standby);
   if (refused && batch.size() > 1) {
     // The server refused the transaction: one write is at fault, and it
     // must not take the others down with it. Each goes alone.

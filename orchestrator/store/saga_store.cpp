@@ -91,10 +91,19 @@ constexpr std::string_view sql_save =
     "  ON CONFLICT (saga_id, step, item, undo, attempt) DO NOTHING)"
     " SELECT saga_id, version FROM u";
 constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
+// Due sagas whose holder's heartbeat lapsed, and this instance's own that
+// have been due for a lease period ($4 ms) without a write: a claim whose
+// COMMIT's answer was lost (a failover) leases sagas that no one drives,
+// and this instance's heartbeat would keep them so for ever. Claimed again,
+// the version bump fences off any driver of them left here, and their wake
+// moves to now, so that they are not claimed again before another period.
 constexpr std::string_view sql_claim =
-    "UPDATE saga s SET lease_owner = $1, version = s.version + 1"
+    "UPDATE saga s SET lease_owner = $1, version = s.version + 1,"
+    " wake_at = CASE WHEN s.lease_owner = $1 THEN to_timestamp($2::bigint / 1000.0) ELSE s.wake_at END"
     " FROM (SELECT saga_id FROM saga WHERE wake_at <= to_timestamp($2::bigint / 1000.0)"
-    "  AND (lease_owner IS NULL OR NOT EXISTS (SELECT 1 FROM orchestrator_instance i"
+    "  AND (lease_owner IS NULL"
+    "   OR (lease_owner = $1 AND wake_at <= to_timestamp(($2::bigint - $4::bigint) / 1000.0))"
+    "   OR NOT EXISTS (SELECT 1 FROM orchestrator_instance i"
     "   WHERE i.instance = saga.lease_owner AND i.alive_until >= to_timestamp($2::bigint / 1000.0)))"
     "  ORDER BY wake_at LIMIT $3 FOR UPDATE SKIP LOCKED) due"
     " WHERE s.saga_id = due.saga_id RETURNING " TALLY_SAGA_COLUMNS;
@@ -341,6 +350,7 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
     groups[2 * round_of[i] + (writes[i].create ? 0 : 1)].writes.push_back(&writes[i]);
 
   std::vector<pg::statement> st{{pg::sql_begin, {}}};
+  if (require_synchronous_standby_) st.push_back({pg::sql_require_synchronous_standby, {}});
   for (auto& g : groups) {
     if (g.writes.empty()) continue;
     g.result = st.size();
@@ -373,10 +383,11 @@ asio::awaitable<saga_store::load_result> saga_store::async_claim(std::size_t lim
   load_result out;
   pg::lease conn;
   if ((out.error = co_await pool_.async_acquire(conn))) co_return out;
-  std::vector<pg::statement> st{{pg::sql_begin, {}},
-                                {sql_claim, {owner_, ms_param(now), std::to_string(limit)}},
-                                {sql_take_actions, {owner_}},
-                                {pg::sql_commit, {}}};
+  std::vector<pg::statement> st{
+      {pg::sql_begin, {}},
+      {sql_claim, {owner_, ms_param(now), std::to_string(limit), std::to_string(lease_.count())}},
+      {sql_take_actions, {owner_}},
+      {pg::sql_commit, {}}};
   std::vector<pg::result> rs;
   if ((out.error = co_await conn->async_pipeline(st, rs, timeout_))) {
     co_await pg::async_rollback(*conn, timeout_);

@@ -83,8 +83,15 @@ struct pending_action {
 
 class saga_store {
  public:
-  saga_store(pg::pool& pool, std::string owner, std::chrono::milliseconds lease, std::chrono::milliseconds timeout)
-      : pool_(pool), owner_(std::move(owner)), lease_(lease), timeout_(timeout) {}
+  // With require_synchronous_standby every save first runs
+  // pg::sql_require_synchronous_standby (docs/ha.md).
+  saga_store(pg::pool& pool, std::string owner, std::chrono::milliseconds lease, std::chrono::milliseconds timeout,
+             bool require_synchronous_standby = false)
+      : pool_(pool),
+        owner_(std::move(owner)),
+        lease_(lease),
+        timeout_(timeout),
+        require_synchronous_standby_(require_synchronous_standby) {}
 
   const std::string& owner() const { return owner_; }
   // For a connection of its own (LISTEN).
@@ -192,6 +199,7 @@ class saga_store {
   std::string owner_;
   std::chrono::milliseconds lease_;
   std::chrono::milliseconds timeout_;
+  bool require_synchronous_standby_;
 };
 
 }  // namespace tally::orch

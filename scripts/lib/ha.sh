@@ -12,6 +12,7 @@
 #   tally_ha_wait FORMATION [S]   until it has a primary and two secondaries
 #   tally_ha_state FORMATION      the monitor's view (pg_autoctl show state)
 #   tally_ha_node_pid FORMATION N the process group of node N (1–3): its keeper and PostgreSQL
+#   tally_ha_describe FORMATION   JSON for the chaos run: the monitor, the nodes, the keeper's command
 #   tally_ha_stop                 stops every node and the monitor
 #
 # The monitor's health checks and the keepers' timeouts are lowered from
@@ -53,6 +54,7 @@ _tally_ha_spawn() {
   _tally_ha_command command "$@"
   setsid "${command[@]}" >"$log" 2>&1 </dev/null &
   _tally_ha_spawned=$!
+  disown  # its end (a node killed on purpose) is no job of the script's to report
 }
 
 # Whether no process of the group PID is left.
@@ -140,7 +142,7 @@ SELECT pg_reload_conf();" >/dev/null
       # One node at a time: the first becomes the primary, the others clone it.
       if ((n == 1)); then
         _tally_ha_until "$formation's first node" 120 _tally_ha_count "$formation" single 1 || return 1
-        _tally_ha_settings "$formation" 1
+        _tally_ha_settings "$formation" 1 || return 1
       else
         _tally_ha_until "$formation's node $n" 180 _tally_ha_count "$formation" secondary $((n - 1)) || return 1
       fi
@@ -158,8 +160,10 @@ _tally_ha_settings() {
   local pgdata="$_tally_ha_dir/$1-$2" setting
   for setting in "timeout.network_partition_timeout 5" "timeout.postgresql_restart_failure_timeout 3" \
     "timeout.postgresql_restart_failure_max_retries 1"; do
+    # Again while the keeper is rewriting its file (it cannot be parsed then).
     # shellcheck disable=SC2086 # name and value
-    _tally_ha_ctl config set --pgdata "$pgdata" $setting >/dev/null
+    _tally_ha_until "$1 node $2: config set $setting" 30 _tally_ha_ctl config set --pgdata "$pgdata" $setting ||
+      return 1
   done
   psql "host=127.0.0.1 port=${_tally_ha_ports["$1 $2"]} user=postgres dbname=postgres" -Xq -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
 ALTER SYSTEM SET wal_keep_size = '512MB';
@@ -203,4 +207,23 @@ tally_ha_stop() {
   _tally_ha_pids=()
   _tally_ha_monitor_pid=""
   _tally_ha_monitor=""
+}
+
+# tally_ha_describe FORMATION: {"formation", "monitor_port", "hosts", "ctl",
+# "nodes": [{"n", "port", "data", "pgid", "log"}]}, where ctl is the command
+# that runs pg_autoctl as this helper does (as postgres, its state under the
+# HA directory) and pgid each node's process group, for a run that kills and
+# restarts nodes itself (tests/chaos/tally_chaos/ha.py).
+tally_ha_describe() {
+  local command n nodes=() hosts=()
+  _tally_ha_command command
+  for n in 1 2 3; do
+    hosts+=("127.0.0.1:${_tally_ha_ports["$1 $n"]}")
+    nodes+=("{\"n\": $n, \"port\": ${_tally_ha_ports["$1 $n"]}, \"data\": \"$_tally_ha_dir/$1-$n\",
+      \"pgid\": ${_tally_ha_pids["$1 $n"]}, \"log\": \"$_tally_ha_dir/$1-$n.log\"}")
+  done
+  printf '{"formation": "%s", "monitor_port": %s, "hosts": "%s", "ctl": %s, "nodes": [%s]}\n' \
+    "$1" "$_tally_ha_monitor_port" "$(IFS=,; echo "${hosts[*]}")" \
+    "$(printf '%s\n' "${command[@]}" | /usr/bin/python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split("\n")[:-1]))')" \
+    "$(IFS=,; echo "${nodes[*]}")"
 }

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tally_chaos import checker, report, snapshot  # noqa: E402
 from tally_chaos.audit import OutboxAudit  # noqa: E402
 from tally_chaos.api import Client  # noqa: E402
-from tally_chaos.faults import Faults  # noqa: E402
+from tally_chaos.faults import HA_KINDS, Faults, kinds_for  # noqa: E402
 from tally_chaos.workload import Workload  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -34,6 +34,10 @@ def log(msg):
 def make_cluster(args):
     if args.form == "local":
         from tally_chaos.local import LocalCluster
+        if args.ha:
+            from tally_chaos.ha import Formation
+            return LocalCluster(ROOT, args.bin_dir, args.out, [], log,
+                                Formation(json.loads(os.environ["TALLY_CHAOS_HA"]), log))
         pg = json.loads(os.environ["TALLY_CHAOS_PG"])
         return LocalCluster(ROOT, args.bin_dir, args.out, pg, log)
     from tally_chaos.compose import ComposeCluster
@@ -76,6 +80,7 @@ def quiesce(cluster, deadline_s):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--form", choices=["local", "compose"], default="local")
+    p.add_argument("--ha", action="store_true", help="local form: every database on one replicated cluster")
     p.add_argument("--duration", type=float, default=180, help="seconds of faults")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--clients", type=int, default=12)
@@ -83,6 +88,9 @@ def main():
     p.add_argument("--fault-gap", type=float, default=3.5, help="mean seconds between faults")
     p.add_argument("--pause", type=float, default=12, help="seconds a paused shard stays stopped (past the 10 s deadline)")
     p.add_argument("--min-faults", type=int, default=0)
+    p.add_argument("--min-failovers", type=int, default=0,
+                   help="with --ha: faults go on past --duration (up to 3 times it) until this many primaries were "
+                        "lost, stalled or switched over; fewer fails the run")
     p.add_argument("--quiesce-timeout", type=float, default=240)
     p.add_argument("--out", default=os.path.join(ROOT, "build", "chaos"))
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "ci"))
@@ -142,7 +150,7 @@ def run(args, seed, cluster):
     log(f"opening {len(accounts)} accounts with {len(accounts)} credits")
     work.open_accounts()
 
-    faults = Faults(cluster, seed, args.fault_gap, args.pause, log)
+    faults = Faults(cluster, seed, args.fault_gap, args.pause, log, kinds_for(args.ha))
     samples, stop_sampling = [], threading.Event()
     t0 = time.time()
     threading.Thread(target=sampler, args=(cluster, samples, work.history, faults, audit, stop_sampling, t0),
@@ -150,6 +158,12 @@ def run(args, seed, cluster):
     work.start()
     faults.start()
     time.sleep(args.duration)
+    # With --min-failovers the faults go on until that many happened and the
+    # formation is whole again (up to three times the duration): a slow
+    # failover must not fail the run, and the last one's recovery is seen.
+    while ((faults.failovers() < args.min_failovers or (args.ha and not cluster.formation.healthy()))
+           and time.time() < t0 + 3 * args.duration):
+        time.sleep(1)
     faults.finish()
     log(f"faults stopped after {len(faults.events)}; the clients finish what they started")
     work.finish()
@@ -182,12 +196,13 @@ def run(args, seed, cluster):
                     "held": sum(a["held"] for a in snap["accounts"])})
 
     crashes = report.failpoint_crashes(cluster.shard_log_lines())
+    recoveries = report.recovery_times(history, faults.events, HA_KINDS)
     text = report.summary(history, faults.events, violations, quiesce_s, seed, t_end - t0,
-                          cluster.restarts, crashes, snap["expire_entries"])
+                          cluster.restarts, crashes, snap["expire_entries"], recoveries)
     print(text, flush=True)
     report.write_json(os.path.join(args.out, "summary.json"), seed=seed, form=args.form, faults=faults.events,
                       violations=violations, quiesce_s=quiesce_s, operations=len(history), samples=samples,
-                      started=t0, failpoint_crashes=crashes)
+                      started=t0, failpoint_crashes=crashes, recoveries=recoveries)
     with open(os.path.join(args.out, "history.jsonl"), "w") as f:
         for op in history:
             f.write(json.dumps(op) + "\n")
@@ -200,6 +215,10 @@ def run(args, seed, cluster):
         log(f"picture: {png}")
     if len(faults.events) < args.min_faults:
         print(f"FAIL: only {len(faults.events)} faults injected, fewer than {args.min_faults}", flush=True)
+        return 1
+    failovers = faults.failovers()
+    if failovers < args.min_failovers:
+        print(f"FAIL: only {failovers} failovers, fewer than {args.min_failovers}", flush=True)
         return 1
     if violations:
         print(f"FAIL: {len(violations)} violations; seed {seed}; first violating key {violations[0].key}", flush=True)

@@ -261,5 +261,24 @@ class ServerIncidentTest(unittest.TestCase):
         self.assertEqual(report.server_incidents(lines, limit=3), [line.rstrip("\n") for line in lines[:3]])
 
 
+class RecoveryTest(unittest.TestCase):
+    def test_recovery_ends_at_the_first_completed_write_begun_after_the_fault(self):
+        def op(kind, t0, t1, state="completed", **extra):
+            return {"kind": kind, "t0": t0, "t1": t1, "acked_state": state, **extra}
+        history = [op("transfer", 9.0, 30.0),             # begun before the fault
+                   op("replay", 11.0, 11.5),              # no write needed
+                   op("credit", 12.0, 12.5, replayed=True),
+                   op("deduct", 12.0, 13.0, state="failed"),
+                   op("batch", 15.0, 21.0),
+                   op("credit", 16.0, 20.0)]
+        faults = [{"kind": "primary_node_loss", "t": 10.0}, {"kind": "shard_kill", "t": 10.0},
+                  {"kind": "switchover", "t": 40.0}]
+        got = report.recovery_times(history, faults, ("primary_node_loss", "switchover"))
+        self.assertEqual([(r["kind"], r["recovery_s"]) for r in got], [("primary_node_loss", 10.0), ("switchover", None)])
+        lines = report.recovery_lines(got)
+        self.assertIn("primary_node_loss          1: median 10.0 s, worst 10.0 s", "\n".join(lines))
+        self.assertIn("switchover                 1: no write after them", "\n".join(lines))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -62,6 +62,28 @@ TEST_F(SagaStore, CreateIsIdempotentOnTheBusinessKey) {
   EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner = 'a' AND wake_at IS NOT NULL"), 2);
 }
 
+// With require_synchronous_standby on a server that has no synchronous
+// standby (this one; a promoted standby before its own caught up), a
+// create is refused and leaves nothing; a save likewise.
+TEST_F(SagaStore, WithoutASynchronousStandbyWritesAreRefusedAndLeaveNothing) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store plain(pool, "a", 1s, 3s), guarded(pool, "a", 1s, 3s, true);
+    auto created = co_await plain.async_create(started("sg_1"), saga_type::transfer, "hash-1", t0);
+    EXPECT_FALSE(created.error) << created.error.message;
+    auto refused = co_await guarded.async_create(started("sg_2", "t-2"), saga_type::transfer, "hash-2", t0);
+    EXPECT_EQ(refused.error.code, pg::errc::no_synchronous_standby) << refused.error.message;
+    auto s = created.saga.s;
+    engine_for("transfer").on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
+    saga_write w{&s, 1, true, true, {}};
+    auto saved = co_await guarded.async_save(std::span(&w, 1), t0 + 5ms);
+    EXPECT_EQ(saved.error.code, pg::errc::no_synchronous_standby) << saved.error.message;
+  });
+  EXPECT_EQ(count("SELECT count(*) FROM saga"), 1);
+  EXPECT_EQ(count("SELECT count(*) FROM saga WHERE version = 1"), 1);
+  EXPECT_EQ(count("SELECT count(*) FROM outbox_event"), 1);
+}
+
 TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
   run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     pg::pool pool(io.get_executor(), options());
@@ -200,6 +222,33 @@ TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
     EXPECT_TRUE(back.sagas.empty());
   });
   EXPECT_EQ(count("SELECT count(*) FROM saga WHERE lease_owner = 'b'"), 1);
+}
+
+// A claim whose COMMIT's answer is lost leaves sagas leased to a live
+// instance that does not drive them: that instance claims them again once
+// they have been due for a lease period, and not before.
+TEST_F(SagaStore, AnInstanceClaimsAgainItsOwnSagasLongOverdue) {
+  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
+    pg::pool pool(io.get_executor(), options());
+    saga_store a(pool, "a", 5s, 3s);
+    auto s = started("sg_o");
+    co_await a.async_renew(t0);
+    co_await a.async_create(s, saga_type::transfer, "h", t0);  // due at t0 + 2 s
+    co_await a.async_renew(t0 + 4s);
+    auto driven = co_await a.async_claim(10, t0 + 4s);  // due, but only for 2 s: its driver has it
+    EXPECT_FALSE(driven.error) << driven.error.message;
+    EXPECT_TRUE(driven.sagas.empty());
+    co_await a.async_renew(t0 + 7500ms);
+    auto overdue = co_await a.async_claim(10, t0 + 7500ms);  // due for 5.5 s, a still alive
+    EXPECT_EQ(overdue.sagas.size(), 1u);
+    if (overdue.sagas.size() == 1) {
+      EXPECT_EQ(overdue.sagas[0].version, 2);
+    }
+    saga_write old{&s, 1, true, true, {}};
+    auto fenced = co_await a.async_save(std::span(&old, 1), t0 + 8s);  // the driver it may have had
+    EXPECT_EQ(fenced.versions, std::vector<std::int64_t>{0});
+  });
+  EXPECT_EQ(count("SELECT version FROM saga WHERE saga_id = 'sg_o'"), 2);
 }
 
 TEST_F(SagaStore, HeartbeatsOfInstancesGoneForADayAreForgotten) {

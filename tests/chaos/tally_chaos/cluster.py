@@ -22,7 +22,7 @@ def sha256(text):
 
 class Layout:
     def __init__(self, shard_ports, orchestrator_ports, relay_port, gateway_port, gateway_internal_port,
-                 redis_port, pg_ports, token=None, app_key=None, operator_key=None, tenant=TENANT):
+                 redis_port, pg_ports, token=None, app_key=None, operator_key=None, tenant=TENANT, formation=None):
         self.shard_ports, self.orchestrator_ports = shard_ports, orchestrator_ports
         self.relay_port, self.gateway_port, self.gateway_internal_port = relay_port, gateway_port, gateway_internal_port
         self.redis_port, self.pg_ports = redis_port, pg_ports  # pg_ports: one per shard, then the orchestrator's
@@ -30,8 +30,11 @@ class Layout:
         self.token = token or secrets.token_urlsafe(24)
         self.app_key = app_key or "tk_app_" + secrets.token_urlsafe(24)
         self.operator_key = operator_key or "tk_op_" + secrets.token_urlsafe(24)
+        self.formation = formation  # tally_chaos.ha.Formation: every database on one replicated cluster
 
     def conninfo(self, i, db):
+        if self.formation:
+            return self.formation.conninfo(f"{db}_{i}")
         return f"host=127.0.0.1 port={self.pg_ports[i]} user=postgres dbname={db}"
 
     def routes(self):

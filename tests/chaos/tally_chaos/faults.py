@@ -26,15 +26,39 @@ KINDS = {
     "redis_restart_empty": 1,
 }
 
+# With --ha (every database on one replicated cluster, tally_chaos/ha.py):
+# PostgreSQL's own restart gives way to the cluster's faults, each made on
+# the primary of a healthy formation (one that is still failing over or
+# rejoining draws another kind instead).
+HA_KINDS = {
+    "primary_node_loss": 4,        # keeper and PostgreSQL killed; the host is back NODE_BACK_S later
+    "primary_postmaster_kill": 2,  # the postmaster alone: its keeper restarts it in place
+    "primary_stall": 2,            # SIGSTOP of the node past the monitor's timeouts, then SIGCONT
+    "switchover": 2,               # planned: pg_autoctl perform switchover
+}
+FAILOVER_KINDS = ("primary_node_loss", "primary_stall", "switchover")
+NODE_BACK_S = 30  # after the failover, as a host that is repaired: one back sooner holds the failover up
+HA_QUIET_S = 10  # after the formation is whole again, before its next fault: each one's recovery is its own
+
+
+def kinds_for(ha):
+    if not ha:
+        return dict(KINDS)
+    kinds = {k: w for k, w in KINDS.items() if k != "postgres_restart"}
+    kinds.update(HA_KINDS)
+    return kinds
+
 
 class Faults:
-    def __init__(self, cluster, seed, mean_gap_s, pause_s, log):
+    def __init__(self, cluster, seed, mean_gap_s, pause_s, log, kinds=None):
         self.cluster, self.rng = cluster, random.Random(f"faults-{seed}")
+        self.kinds = kinds or KINDS
         self.mean_gap_s, self.pause_s, self.log = mean_gap_s, pause_s, log
         self.events = []          # {"t", "kind", "target", "detail"}
         self.stop = threading.Event()
         self.thread = None
         self.paused = set()       # shards stopped right now
+        self.formation_whole_since = None  # --ha: when the formation was last seen whole after a fault
 
     def record(self, kind, target, detail=""):
         e = {"t": time.time(), "kind": kind, "target": target, "detail": detail}
@@ -73,16 +97,60 @@ class Faults:
         elif kind == "redis_restart_empty":
             c.restart_redis_empty()
             self.record(kind, "redis")
+        elif kind in HA_KINDS:
+            self.inject_on_primary(kind)
+
+    def inject_on_primary(self, kind):
+        f = self.cluster.formation
+        primary = f.primary()
+        if primary is None:
+            return
+        self.formation_whole_since = None
+        target = f"node {primary.n}"
+        if kind == "primary_node_loss":
+            self.record(kind, target, f"back after {NODE_BACK_S} s")
+            f.lose(primary, NODE_BACK_S)
+        elif kind == "primary_postmaster_kill":
+            self.record(kind, target)
+            f.kill_postmaster(primary)
+        elif kind == "primary_stall":
+            self.record(kind, target, f"for {self.pause_s:.0f} s")
+            f.stall(primary, self.pause_s)
+        else:
+            self.record(kind, target)
+            started = time.time()
+            f.switchover()
+            self.log(f"switchover done after {time.time() - started:.1f} s")
 
     def resume(self, shard):
         self.cluster.resume_shard(shard)
         self.paused.discard(shard)
 
+    def formation_ready(self):
+        """--ha: whether the formation has been whole for HA_QUIET_S."""
+        f = getattr(self.cluster, "formation", None)
+        if f is None:
+            return False
+        if not f.healthy():
+            self.formation_whole_since = None
+        elif self.formation_whole_since is None:
+            self.formation_whole_since = time.time()
+        return self.formation_whole_since is not None and time.time() - self.formation_whole_since >= HA_QUIET_S
+
+    def failovers(self):
+        return sum(1 for e in self.events if e["kind"] in FAILOVER_KINDS)
+
     def run(self):
-        kinds, weights = zip(*KINDS.items())
+        kinds, weights = zip(*self.kinds.items())
+        ha_kinds, ha_weights = zip(*HA_KINDS.items())
         while not self.stop.wait(self.rng.expovariate(1.0 / self.mean_gap_s)):
             try:
-                self.inject(self.rng.choices(kinds, weights)[0])
+                # A formation that is ready takes the next fault.
+                if self.formation_ready():
+                    self.inject(self.rng.choices(ha_kinds, ha_weights)[0])
+                    continue
+                self.inject(self.rng.choices([k for k in kinds if k not in HA_KINDS],
+                                             [w for k, w in zip(kinds, weights) if k not in HA_KINDS])[0])
             except Exception as e:  # a fault that could not be made is reported, not fatal
                 self.log(f"fault not injected: {e!r}")
 

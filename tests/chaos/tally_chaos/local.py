@@ -1,5 +1,6 @@
 """The system as local processes on loopback: one PostgreSQL per shard and one
 for the orchestrator (started by scripts/chaos with scripts/lib/servers.sh),
+or with --ha every database on one replicated cluster (tally_chaos/ha.py),
 Redis, 3 shards with a standby each, 2 orchestrators, the relay and the
 gateway. A supervisor restarts whatever exits, as an init system would."""
 import os
@@ -38,13 +39,18 @@ class Proc:
 
 
 class LocalCluster(ClusterBase):
-    def __init__(self, root, bin_dir, run_dir, pg, log):
-        """pg: [{"port", "data"}] for each shard, then the orchestrator."""
+    def __init__(self, root, bin_dir, run_dir, pg, log, formation=None):
+        """pg: [{"port", "data"}] for each shard, then the orchestrator; or
+        formation, a tally_chaos.ha.Formation holding database tally_<i> of
+        each."""
         layout = Layout(shard_ports=[free_port() for _ in range(3)], orchestrator_ports=[free_port(), free_port()],
                         relay_port=free_port(), gateway_port=free_port(), gateway_internal_port=free_port(),
-                        redis_port=free_port(), pg_ports=[p["port"] for p in pg])
+                        redis_port=free_port(), pg_ports=[p["port"] for p in pg], formation=formation)
         super().__init__(layout)
         self.root, self.bin, self.run_dir, self.pg, self.log = root, bin_dir, run_dir, pg, log
+        self.formation = formation
+        # On a cluster, a write is acknowledged only once a synchronous standby has it (docs/ha.md).
+        self.replicated = {"DATABASE_REQUIRE_SYNCHRONOUS_STANDBY": "true"} if formation else {}
         self.procs = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -62,12 +68,14 @@ class LocalCluster(ClusterBase):
             for side in "ab":
                 self.add(f"shard-{i}{side}", "account_shard/account_shard", [f"--listen.port={port}"],
                          {"TALLY_SHARD_DATABASE_CONNINFO": L.conninfo(i, "tally"),
-                          "TALLY_SHARD_INTERNAL_TOKEN": L.token, "TALLY_SHARD_INSTANCE": f"shard-{i}{side}"})
+                          "TALLY_SHARD_INTERNAL_TOKEN": L.token, "TALLY_SHARD_INSTANCE": f"shard-{i}{side}",
+                          **{f"TALLY_SHARD_{k}": v for k, v in self.replicated.items()}})
         for j, port in enumerate(L.orchestrator_ports):
             self.add(f"orchestrator-{j}", "orchestrator/orchestrator",
                      [f"--listen.port={port}", f"--shards={L.routes()}", f"--instance=orchestrator-{j}"],
                      {"TALLY_ORCH_DATABASE_CONNINFO": L.conninfo(len(L.shard_ports), "tally"),
-                      "TALLY_ORCH_INTERNAL_TOKEN": L.token})
+                      "TALLY_ORCH_INTERNAL_TOKEN": L.token,
+                      **{f"TALLY_ORCH_{k}": v for k, v in self.replicated.items()}})
         self.add("relay", "relay/relay",
                  [f"--listen.port={L.relay_port}", f"--redis.port={L.redis_port}",
                   f"--gateways=g0=127.0.0.1:{L.gateway_internal_port}", "--standby_poll_ms=200",
@@ -111,6 +119,8 @@ class LocalCluster(ClusterBase):
                     p.p.wait(15)
                 except subprocess.TimeoutExpired:
                     p.p.kill()
+        if self.formation:
+            self.formation.stop()
 
     def active_proc(self, shard):
         name = self.active_instance(shard)
@@ -164,4 +174,6 @@ class LocalCluster(ClusterBase):
                     yield from f
 
     def postgres_logs(self):
+        if self.formation:
+            return self.formation.postgres_logs()
         return [(p["name"], os.path.join(p["data"], "server.log")) for p in self.pg]

@@ -2,6 +2,7 @@
 with every fault marked."""
 import json
 import re
+import statistics
 from collections import Counter
 
 # What a PostgreSQL server logs when it fails on its own, as no fault of the
@@ -21,7 +22,41 @@ def outcome_of(op):
     return op.get("final_state") or op.get("stored_state") or op.get("acked_state") or "pending"
 
 
-def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts, crashes, expire_entries):
+# Requests that write value: their completion needs a shard's commit and the
+# saga store's (a replay may be answered from what an instance holds).
+WRITES = ("credit", "deduct", "transfer", "batch")
+
+
+def recovery_times(history, faults, kinds):
+    """Per fault of `kinds`: seconds from the fault to the end of the first
+    write begun after it that the API acknowledged completed, or None when
+    none came."""
+    done = sorted((op["t0"], op["t1"]) for op in history
+                  if op["kind"] in WRITES and op.get("acked_state") == "completed" and not op.get("replayed")
+                  and "t1" in op)
+    out = []
+    for e in faults:
+        if e["kind"] in kinds:
+            ends = [t1 for t0, t1 in done if t0 >= e["t"]]
+            out.append({"kind": e["kind"], "t": e["t"], "recovery_s": min(ends) - e["t"] if ends else None})
+    return out
+
+
+def recovery_lines(recoveries):
+    lines = []
+    for kind in sorted({r["kind"] for r in recoveries}):
+        times = sorted(r["recovery_s"] for r in recoveries if r["kind"] == kind and r["recovery_s"] is not None)
+        missing = sum(1 for r in recoveries if r["kind"] == kind and r["recovery_s"] is None)
+        if times:
+            lines.append(f"  {kind:24s} {len(times):3d}: median {statistics.median(times):.1f} s, worst {times[-1]:.1f} s"
+                         + (f"; {missing} with no write after them" if missing else ""))
+        else:
+            lines.append(f"  {kind:24s} {missing:3d}: no write after them")
+    return (["recovery, fault to the first completed write begun after it:"] + lines) if lines else []
+
+
+def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts, crashes, expire_entries,
+            recoveries=()):
     by = Counter((op["kind"], outcome_of(op)) for op in history)  # the stored end where the client saw none
     kinds = sorted({k for k, _ in by})
     lines = [f"== chaos summary (seed {seed}, {duration_s:.0f} s of faults)", "operations by kind and outcome:"]
@@ -41,6 +76,7 @@ def summary(history, faults, violations, quiesce_s, seed, duration_s, restarts, 
                  f" ({', '.join(f'shard {k} {n}' for k, n in sorted(by_shard.items()))}), of held parts"
                  f" {sum(e['entries'] for e in expire_entries if e['biz_id'].startswith('hold:'))};"
                  f" value expired {-sum(e['delta'] for e in expire_entries)}")
+    lines += recovery_lines(recoveries)
     lines.append(f"time to quiesce: {quiesce_s:.1f} s")
     lines.append(f"violations: {len(violations)}")
     for v in violations[:20]:

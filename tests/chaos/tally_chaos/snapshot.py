@@ -10,8 +10,9 @@ import redis
 from tally_chaos.api import Client
 
 
-# What an authority that cannot be reached raises (a server restarting).
-UNREACHABLE = (psycopg2.OperationalError, redis.exceptions.ConnectionError)
+# What an authority that cannot be reached raises (a server restarting; a
+# connection it closed, which a rollback on the way out then finds closed).
+UNREACHABLE = (psycopg2.OperationalError, psycopg2.InterfaceError, redis.exceptions.ConnectionError)
 
 
 def one_line(error):
