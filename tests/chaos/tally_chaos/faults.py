@@ -27,9 +27,9 @@ KINDS = {
 }
 
 # With --ha (every database on one replicated cluster, tally_chaos/ha.py):
-# PostgreSQL's own restart gives way to the cluster's faults, each made on
-# the primary of a healthy formation (one that is still failing over or
-# rejoining draws another kind instead).
+# PostgreSQL's own restart gives way to the cluster's faults, made on the
+# primary of a formation that has been whole for HA_QUIET_S, which takes
+# the next fault (the others are drawn from the kinds above meanwhile).
 HA_KINDS = {
     "primary_node_loss": 4,        # keeper and PostgreSQL killed; the host is back NODE_BACK_S later
     "primary_postmaster_kill": 2,  # the postmaster alone: its keeper restarts it in place
@@ -42,11 +42,8 @@ HA_QUIET_S = 10  # after the formation is whole again, before its next fault: ea
 
 
 def kinds_for(ha):
-    if not ha:
-        return dict(KINDS)
-    kinds = {k: w for k, w in KINDS.items() if k != "postgres_restart"}
-    kinds.update(HA_KINDS)
-    return kinds
+    """The kinds drawn between the cluster's faults."""
+    return {k: w for k, w in KINDS.items() if not (ha and k == "postgres_restart")}
 
 
 class Faults:
@@ -149,8 +146,7 @@ class Faults:
                 if self.formation_ready():
                     self.inject(self.rng.choices(ha_kinds, ha_weights)[0])
                     continue
-                self.inject(self.rng.choices([k for k in kinds if k not in HA_KINDS],
-                                             [w for k, w in zip(kinds, weights) if k not in HA_KINDS])[0])
+                self.inject(self.rng.choices(kinds, weights)[0])
             except Exception as e:  # a fault that could not be made is reported, not fatal
                 self.log(f"fault not injected: {e!r}")
 
