@@ -293,6 +293,10 @@ awaitable<error> connection::async_read_results(std::size_t expected, std::vecto
   // standbys do not answer may be on its way out).
   if (commit_not_replicated_ && !first)
     co_return fail(errc::commit_not_replicated, "the commit was not confirmed by a synchronous standby");
+  // A write refused because this server is a standby (one demoted under an
+  // open connection, or reached by a conninfo that allows any node): the
+  // connection goes, so the next one looks for the primary again.
+  if (first.code == errc::read_only) close();
   co_return first;
 }
 

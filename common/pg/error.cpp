@@ -59,7 +59,7 @@ bool is_unreplicated_commit_warning(std::string_view severity, std::string_view 
 
 bool is_transient(std::error_code ec) {
   return ec == errc::serialization_failure || ec == errc::deadlock_detected || ec == errc::unique_violation ||
-         ec == errc::lock_not_available;
+         ec == errc::lock_not_available || ec == errc::read_only;
 }
 
 bool is_outcome_unknown(std::error_code ec) {

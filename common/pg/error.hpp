@@ -42,7 +42,8 @@ errc errc_from_sqlstate(std::string_view sqlstate);
 // synchronous replication and terminating connection …". The messages are
 // PostgreSQL's English ones: the servers run with lc_messages = C.
 bool is_unreplicated_commit_warning(std::string_view severity, std::string_view message);
-// True when re-running the whole transaction may succeed.
+// True when re-running the whole transaction may succeed (read_only: on
+// a new connection, which finds the primary).
 bool is_transient(std::error_code ec);
 // True when the outcome of a COMMIT sent before the failure is unknown.
 bool is_outcome_unknown(std::error_code ec);

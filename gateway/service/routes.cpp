@@ -360,6 +360,9 @@ class internal_router {
     auto body = json::parse(req.body(), nullptr, false);
     if (!body.is_object() || !body.contains("events") || !body["events"].is_array())
       return bad_request(req, "body must be {\"events\": [...]}");
+    const auto resync_field = body.find("resync");
+    if (resync_field != body.end() && !resync_field->is_boolean()) return bad_request(req, "resync must be a boolean");
+    const bool resync = resync_field != body.end() && resync_field->get<bool>();
     for (const auto& e : body["events"]) {
       if (!e.is_object()) continue;
       auto kind = e.find("kind"), tenant = e.find("tenant"), id = e.find("id"), version = e.find("version"),
@@ -373,7 +376,7 @@ class internal_router {
                              : account_topic(tenant->get_ref<const std::string&>(), id->get_ref<const std::string&>());
       if (!ctx_.events.has(topic)) continue;
       ctx_.events.publish(topic, version->get<std::int64_t>(),
-                          std::make_shared<const std::string>(state_frame(is_saga, doc->dump())));
+                          std::make_shared<const std::string>(state_frame(is_saga, doc->dump())), resync);
     }
     return http::json_response(req, 200, {{"published", body["events"].size()}});
   }

@@ -13,15 +13,17 @@ namespace tally::gateway {
 class subscriber {
  public:
   virtual ~subscriber() = default;
-  virtual void deliver(const std::string& topic, std::int64_t version,
-                       const std::shared_ptr<const std::string>& frame) = 0;
+  virtual void deliver(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame,
+                       bool resync) = 0;
 };
 
 class hub {
  public:
   void add(const std::string& topic, subscriber* s);
   void remove(const std::string& topic, subscriber* s);
-  void publish(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame);
+  // `resync`: see version_filter.
+  void publish(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame,
+               bool resync = false);
   bool has(const std::string& topic) const { return topics_.contains(topic); }
 
  private:

@@ -72,10 +72,10 @@ std::string error_frame(std::string_view code, std::string_view message) {
 
 std::string ping_frame() { return R"({"type":"ping"})"; }
 
-bool version_filter::admit(const std::string& topic, std::int64_t version) {
+bool version_filter::admit(const std::string& topic, std::int64_t version, bool resync) {
   auto [it, fresh] = last_.try_emplace(topic, version);
   if (fresh) return true;
-  if (version <= it->second) return false;
+  if (version <= it->second && !resync) return false;
   it->second = version;
   return true;
 }

@@ -38,10 +38,12 @@ std::string error_frame(std::string_view code, std::string_view message);
 std::string ping_frame();
 
 // The newest version sent per topic: an older or repeated one (a relay
-// redelivery, two relays at a handover) is dropped.
+// redelivery, two relays at a handover) is dropped. A resync (the relay's
+// rebuild after its source's failover) is sent whatever was sent before,
+// and the versions after it count from it.
 class version_filter {
  public:
-  bool admit(const std::string& topic, std::int64_t version);
+  bool admit(const std::string& topic, std::int64_t version, bool resync = false);
   void forget(const std::string& topic) { last_.erase(topic); }
 
  private:

@@ -94,9 +94,9 @@ class stream_session : public subscriber, public std::enable_shared_from_this<st
     self->close();
   }
 
-  void deliver(const std::string& topic, std::int64_t version,
-               const std::shared_ptr<const std::string>& frame) override {
-    if (closed_ || !filter_.admit(topic, version)) return;
+  void deliver(const std::string& topic, std::int64_t version, const std::shared_ptr<const std::string>& frame,
+               bool resync) override {
+    if (closed_ || !filter_.admit(topic, version, resync)) return;
     enqueue(frame);
   }
 
@@ -178,7 +178,8 @@ class stream_session : public subscriber, public std::enable_shared_from_this<st
         continue;
       const auto version = std::stoll(r.v.elements[0].text);
       deliver(topic, version,
-              std::make_shared<const std::string>(state_frame(topic.starts_with("saga:"), r.v.elements[1].text)));
+              std::make_shared<const std::string>(state_frame(topic.starts_with("saga:"), r.v.elements[1].text)),
+              false);
     }
   }
 

@@ -18,10 +18,15 @@ namespace {
 constexpr std::string_view sql_lock =
     "SELECT pg_try_advisory_lock(hashtextextended('tally.relay:' || $1, 0)),"
     " set_config('synchronous_commit', 'off', false)";
-constexpr std::string_view sql_load = "SELECT tx_id::text, id FROM relay_cursor WHERE consumer = $1";
+// The server's timeline: the first 8 hex digits of the WAL segment being
+// written. A promotion starts a new one; on a standby the call fails.
+#define TALLY_TIMELINE "('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::int"
+constexpr std::string_view sql_load = "SELECT c.tx_id::text, c.id, c.timeline, " TALLY_TIMELINE
+                                      " FROM (SELECT) one LEFT JOIN relay_cursor c ON c.consumer = $1";
 constexpr std::string_view sql_save =
-    "INSERT INTO relay_cursor (consumer, tx_id, id) VALUES ($1, $2::xid8, $3)"
-    " ON CONFLICT (consumer) DO UPDATE SET tx_id = EXCLUDED.tx_id, id = EXCLUDED.id, updated_at = now()";
+    "INSERT INTO relay_cursor (consumer, tx_id, id, timeline) VALUES ($1, $2::xid8, $3, $4)"
+    " ON CONFLICT (consumer) DO UPDATE"
+    " SET tx_id = EXCLUDED.tx_id, id = EXCLUDED.id, timeline = EXCLUDED.timeline, updated_at = now()";
 // The commit-safe horizon: every transaction of this database below it has
 // ended. Kept in a session setting for the next statement, which runs on a
 // later snapshot: a transaction that ended after this one looked has
@@ -41,12 +46,13 @@ constexpr std::string_view sql_horizon_scan =
     "WITH s AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax),"
     " r AS (SELECT l.transactionid::text::bigint AS x FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
     "  WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND a.datname = current_database())"
-    " SELECT set_config('tally.relay_horizon', (s.xmax - coalesce(max(d.delta), 0))::text, false)"
+    " SELECT set_config('tally.relay_horizon', (s.xmax - coalesce(max(d.delta), 0))::text, false), " TALLY_TIMELINE
     " FROM s LEFT JOIN LATERAL (SELECT ((s.xmax % 4294967296) - r.x + 4294967296) % 4294967296 AS delta FROM r) d"
     "  ON d.delta BETWEEN 1 AND 2147483648 GROUP BY s.xmax";
 constexpr std::string_view sql_horizon_xmin =
     "SELECT set_config('tally.relay_horizon', greatest(pg_snapshot_xmin(pg_current_snapshot()), $1::xid8)::text,"
-    " false)";
+    " false), " TALLY_TIMELINE;
+#undef TALLY_TIMELINE
 // The events after a cursor below the horizon, then at most one row
 // (without its payload) of an event after the cursor at or above it: that
 // row says events are pending, committed or not, that the horizon has not
@@ -86,6 +92,8 @@ constexpr std::string_view sql_sagas =
 
 }  // namespace
 
+bool source_history_changed(const saved_cursor& c) { return c.timeline && *c.timeline != c.source_timeline; }
+
 outbox_reader::outbox_reader(asio::any_io_executor ex, source_config source, std::string consumer,
                              std::chrono::milliseconds timeout, std::chrono::milliseconds horizon_scan)
     : source_(std::move(source)),
@@ -106,13 +114,15 @@ asio::awaitable<pg::error> outbox_reader::async_take_lock(bool& holder) {
   co_return err;
 }
 
-asio::awaitable<pg::error> outbox_reader::async_load_cursor(cursor& out) {
+asio::awaitable<pg::error> outbox_reader::async_load_cursor(saved_cursor& out) {
   pg::result r;
   std::vector<pg::param> params{consumer_};
   auto err = co_await conn_.async_exec(sql_load, std::move(params), r, timeout_);
   if (err) co_return err;
-  out = cursor{};
-  if (r.rows() == 1) out = cursor{std::string(r.text(0, 0)), r.int64(0, 1)};
+  out = saved_cursor{};
+  if (!r.is_null(0, 0)) out.at = cursor{std::string(r.text(0, 0)), r.int64(0, 1)};
+  if (!r.is_null(0, 2)) out.timeline = static_cast<std::int32_t>(r.int64(0, 2));
+  out.source_timeline = static_cast<std::int32_t>(r.int64(0, 3));
   co_return err;
 }
 
@@ -121,9 +131,9 @@ asio::awaitable<pg::error> outbox_reader::async_ping() {
   co_return co_await conn_.async_exec("SELECT 1", r, timeout_);
 }
 
-asio::awaitable<pg::error> outbox_reader::async_save_cursor(const cursor& c) {
+asio::awaitable<pg::error> outbox_reader::async_save_cursor(const cursor& c, std::int32_t timeline) {
   pg::result r;
-  std::vector<pg::param> params{consumer_, c.tx_id, std::to_string(c.id)};
+  std::vector<pg::param> params{consumer_, c.tx_id, std::to_string(c.id), std::to_string(timeline)};
   co_return co_await conn_.async_exec(sql_save, std::move(params), r, timeout_);
 }
 
@@ -163,11 +173,13 @@ asio::awaitable<pg::error> outbox_reader::async_read(std::span<const cursor> fro
     scanned_horizon_ = results[0].text(0, 0);
     scanned_at_ = now;
   }
+  const auto timeline = static_cast<std::int32_t>(results[0].int64(0, 1));
   const auto kind = shard ? object_kind::account : object_kind::saga;
   out.resize(from.size());
   for (std::size_t b = 0; b < from.size(); ++b) {
     const auto& r = results[b + 1];
     auto& batch = out[b];
+    batch.timeline = timeline;
     batch.events.reserve(static_cast<std::size_t>(r.rows()));
     for (int i = 0; i < r.rows(); ++i) {
       if (r.is_null(i, 2)) {  // the marker of an event the horizon has not passed

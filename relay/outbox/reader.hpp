@@ -6,6 +6,7 @@
 // every object (for a projection rebuild).
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,11 +20,28 @@
 namespace tally::relay {
 
 // What one read after a cursor found: the events below the horizon, in
-// commit order, and whether events after them wait for the horizon to pass.
+// commit order, whether events after them wait for the horizon to pass, and
+// the timeline of the server that was read.
 struct outbox_batch {
   std::vector<outbox_event> events;
   bool pending = false;
+  std::int32_t timeline = 0;
 };
+
+// A consumer's saved cursor (the start when none was saved), the timeline
+// of the server it was read from (none when saved before timelines were
+// kept), and the source's timeline now.
+struct saved_cursor {
+  cursor at;
+  std::optional<std::int32_t> timeline;
+  std::int32_t source_timeline = 0;
+};
+
+// Whether the source may have lost events that a consumer delivered: its
+// server is on another timeline than the one the cursor was read from (a
+// standby was promoted since). A planned switchover loses nothing, but the
+// timeline alone cannot tell it from a failover that did.
+bool source_history_changed(const saved_cursor& c);
 
 // The current document of one object, for a rebuild.
 struct object_state {
@@ -60,10 +78,10 @@ class outbox_reader {
   // Connects and tries to take the consumer's lock; `holder` tells whether
   // this reader now holds it. Losing the connection loses the lock.
   boost::asio::awaitable<pg::error> async_take_lock(bool& holder);
-  boost::asio::awaitable<pg::error> async_load_cursor(cursor& out);
+  boost::asio::awaitable<pg::error> async_load_cursor(saved_cursor& out);
   // A round trip on the connection: an error when it (and the lock) is lost.
   boost::asio::awaitable<pg::error> async_ping();
-  boost::asio::awaitable<pg::error> async_save_cursor(const cursor& c);
+  boost::asio::awaitable<pg::error> async_save_cursor(const cursor& c, std::int32_t timeline);
   // Up to `limit` events after `from`, in commit order.
   boost::asio::awaitable<pg::error> async_next(const cursor& from, std::size_t limit, std::vector<outbox_event>& out);
   // The same after each cursor, under one horizon, in one round trip: one

@@ -31,6 +31,9 @@ pump::pump(asio::any_io_executor ex, source_feed& feed, sink& target, metrics::r
                                      labels(feed.source(), target.name()))),
       rebuilds_(metrics.add_counter("tally_relay_rebuilds_total", "Sink rebuilds from the source database",
                                     labels(feed.source(), target.name()))),
+      resyncs_(metrics.add_counter("tally_relay_resyncs_total",
+                                   "Sinks that forgot a source and were rebuilt after its timeline changed",
+                                   labels(feed.source(), target.name()))),
       lag_(metrics.add_gauge("tally_relay_lag_seconds", "Age of the last event delivered (0 when caught up)",
                              labels(feed.source(), target.name()))),
       holding_(metrics.add_gauge("tally_relay_consumer_held", "1 while this instance holds the consumer's lock",
@@ -50,10 +53,10 @@ asio::awaitable<void> pump::pause(milliseconds d) {
   co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
-void pump::lose_source(const std::string& what, const pg::error& err) {
+void pump::lose_source(const std::string& what, const std::string& error) {
   if (holder_) {
     log::warn("relay consumer lost its source",
-              {{"source", reader_.source().name}, {"sink", sink_.name()}, {"while", what}, {"error", err.message}});
+              {{"source", reader_.source().name}, {"sink", sink_.name()}, {"while", what}, {"error", error}});
   }
   reader_.close();
   holder_ = false;
@@ -65,7 +68,7 @@ asio::awaitable<void> pump::async_run() {
   while (!stopping_) {
     bool holder = false;
     if (auto err = co_await reader_.async_take_lock(holder)) {
-      lose_source("connecting", err);
+      lose_source("connecting", err.message);
       co_await pause(retry::delay(after_failure_, failures++));
       continue;
     }
@@ -73,16 +76,25 @@ asio::awaitable<void> pump::async_run() {
       co_await pause(options_.standby_poll);
       continue;
     }
-    cursor at;
-    if (auto err = co_await reader_.async_load_cursor(at)) {
-      lose_source("loading the cursor", err);
+    saved_cursor saved;
+    if (auto err = co_await reader_.async_load_cursor(saved)) {
+      lose_source("loading the cursor", err.message);
       continue;
     }
     holder_ = true;
     holding_.set(1);
     failures = 0;
-    log::info("relay consumer started",
-              {{"source", reader_.source().name}, {"sink", sink_.name()}, {"tx_id", at.tx_id}, {"id", at.id}});
+    timeline_ = saved.source_timeline;
+    cursor at = saved.at;
+    log::info("relay consumer started", {{"source", reader_.source().name},
+                                         {"sink", sink_.name()},
+                                         {"tx_id", at.tx_id},
+                                         {"id", at.id},
+                                         {"timeline", timeline_}});
+    if (source_history_changed(saved) && !co_await resync(saved)) {
+      co_await pause(options_.retry_min);
+      continue;
+    }
     if (!co_await deliver_until_stopped(at)) co_await pause(options_.retry_min);
   }
   reader_.close();
@@ -111,6 +123,14 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
       after = std::max(after, feed_.woken_after());
       continue;
     }
+    if (got.batch->timeline != timeline_) {
+      // The feed and this consumer's connection reached different servers
+      // (a failover between their connections): start again from the
+      // cursor on the server that holds the lock, which checks the timeline.
+      lose_source("reading", "the feed read timeline " + std::to_string(got.batch->timeline) + ", the cursor's is " +
+                                 std::to_string(timeline_));
+      co_return false;
+    }
     auto d = co_await sink_.async_deliver(reader_.source().name, batch);
     if (d.status == delivery_status::rebuild) {
       if (!co_await rebuild()) co_return false;
@@ -133,8 +153,8 @@ asio::awaitable<bool> pump::deliver_until_stopped(cursor& at) {
     at = cursor{batch.back().tx_id, batch.back().id};
     // Delivered, cursor not yet saved: a crash here redelivers the batch.
     failpoint::hit("relay_after_deliver");
-    if (auto err = co_await reader_.async_save_cursor(at)) {
-      lose_source("saving the cursor", err);
+    if (auto err = co_await reader_.async_save_cursor(at, timeline_)) {
+      lose_source("saving the cursor", err.message);
       co_return false;
     }
   }
@@ -148,7 +168,7 @@ asio::awaitable<bool> pump::until_woken(std::uint64_t after, std::chrono::steady
       // Idle, the lock's connection carries nothing else: a lost one (and the
       // lock with it) is found here, not at the next save.
       if (auto err = co_await reader_.async_ping()) {
-        lose_source("checking the connection", err);
+        lose_source("checking the connection", err.message);
         co_return false;
       }
       auto d = co_await sink_.async_check(reader_.source().name);
@@ -160,6 +180,27 @@ asio::awaitable<bool> pump::until_woken(std::uint64_t after, std::chrono::steady
     co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
     feed_.unwatch(timer_);
   }
+  co_return true;
+}
+
+// The source's server is on another timeline than the cursor's: the sink
+// may hold events that the new primary never got, and its version guards
+// would keep them over the new primary's own. The sink forgets what it
+// holds of this source and is rebuilt from it; then the cursor is saved
+// with the new timeline, so a crash before that forgets again.
+asio::awaitable<bool> pump::resync(const saved_cursor& saved) {
+  const auto& source = reader_.source().name;
+  log::warn("relay source changed timeline: the sink forgets it and is rebuilt",
+            {{"source", source}, {"sink", sink_.name()}, {"from", *saved.timeline}, {"to", timeline_}});
+  std::size_t failures = 0;
+  if (!co_await until_answered(failures, [&] { return sink_.async_forget(source); })) co_return true;
+  if (!co_await rebuild()) co_return false;
+  if (stopping_) co_return true;
+  if (auto err = co_await reader_.async_save_cursor(saved.at, timeline_)) {
+    lose_source("saving the cursor", err.message);
+    co_return false;
+  }
+  resyncs_.inc();
   co_return true;
 }
 
@@ -205,7 +246,7 @@ asio::awaitable<pump::rebuild_result> pump::rebuild_pass(std::size_t& failures) 
     if (stopping_) co_return rebuild_result::stopped;
     failpoint::hit("relay_rebuild_page");
     if (auto err = co_await reader_.async_snapshot(last ? &*last : nullptr, options_.rebuild_page, page)) {
-      lose_source("reading objects for a rebuild", err);
+      lose_source("reading objects for a rebuild", err.message);
       co_return rebuild_result::lost_source;
     }
     if (!page.empty()) {

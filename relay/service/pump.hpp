@@ -5,7 +5,9 @@
 // batches from the source's feed (shared with the source's other
 // consumers), saves its cursor after each delivered batch, retries a
 // failing sink with capped exponential backoff, and rebuilds the sink when
-// it lost its state. Idle, it waits for the feed's next wake.
+// it lost its state, or after forgetting what it held of the source when
+// the source's server changed timeline (a failover). Idle, it waits for the
+// feed's next wake.
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -59,7 +61,8 @@ class pump {
   // rebuilt), checking the lock's connection and the sink every idle_check
   // meanwhile; false when the source connection was lost.
   boost::asio::awaitable<bool> until_woken(std::uint64_t after, std::chrono::steady_clock::time_point& next_check);
-  void lose_source(const std::string& what, const pg::error& err);
+  void lose_source(const std::string& what, const std::string& error);
+  boost::asio::awaitable<bool> resync(const saved_cursor& saved);
 
   source_feed& feed_;
   outbox_reader reader_;
@@ -69,8 +72,10 @@ class pump {
   boost::asio::steady_timer timer_;
   bool stopping_ = false;
   bool holder_ = false;
+  std::int32_t timeline_ = 0;  // the source's, read with the cursor
   metrics::counter& delivered_;
   metrics::counter& rebuilds_;
+  metrics::counter& resyncs_;
   metrics::gauge& lag_;
   metrics::gauge& holding_;
   metrics::histogram& delivery_lag_;

@@ -13,9 +13,10 @@ namespace {
 
 // KEYS[1]: the source's marker ("deliver") or its rebuild key ("restore");
 // KEYS[2..]: objects. ARGV[1]: "deliver" or "restore", ARGV[2]: the
-// rebuild's token (restore); then each object's version, document and
-// time to live (projection_ttl_ms) in turn. -1: the marker is missing; -2:
-// the rebuild's token is gone.
+// rebuild's token (restore), ARGV[3]: the source (kept in each object, for
+// forget_script); then each object's version, document and time to live
+// (projection_ttl_ms) in turn. -1: the marker is missing; -2: the rebuild's
+// token is gone.
 const redis::script apply_script(R"lua(
 if ARGV[1] == 'deliver' then
   if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -24,7 +25,7 @@ elseif redis.call('GET', KEYS[1]) ~= ARGV[2] then
 end
 local applied = 0
 for i = 2, #KEYS do
-  local a = 3 * i - 3
+  local a = 3 * i - 2
   local version = tonumber(ARGV[a])
   local ttl = tonumber(ARGV[a + 2])
   local current = tonumber(redis.call('HGET', KEYS[i], 'v') or '-1')
@@ -32,7 +33,7 @@ for i = 2, #KEYS do
     if ttl < 0 then
       redis.call('DEL', KEYS[i])
     else
-      redis.call('HSET', KEYS[i], 'v', ARGV[a], 'doc', ARGV[a + 1])
+      redis.call('HSET', KEYS[i], 'v', ARGV[a], 'doc', ARGV[a + 1], 'src', ARGV[3])
       if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
     end
     applied = applied + 1
@@ -49,6 +50,24 @@ redis.call('SET', KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[2])
 return 1
 )lua");
+
+// KEYS: objects (one SCAN page); ARGV[1]: a source. Removes the objects of
+// that source, and those that do not say theirs (written before objects
+// kept it): forgetting too much only sends reads to the databases until
+// the next event. Returns how many went.
+const redis::script forget_script(R"lua(
+local gone = 0
+for i = 1, #KEYS do
+  local src = redis.call('HGET', KEYS[i], 'src')
+  if not src or src == ARGV[1] then
+    redis.call('UNLINK', KEYS[i])
+    gone = gone + 1
+  end
+end
+return gone
+)lua");
+
+constexpr std::size_t forget_page = 1000;
 
 std::string key_of(object_kind kind, const std::string& tenant, const std::string& id) {
   return kind == object_kind::account ? projection::account_key(tenant, id) : projection::saga_key(tenant, id);
@@ -73,6 +92,7 @@ asio::awaitable<delivery> sink::async_restore(const std::string&, std::span<cons
 }
 asio::awaitable<delivery> sink::async_finish_rebuild(const std::string&) { co_return delivery{}; }
 asio::awaitable<delivery> sink::async_check(const std::string&) { co_return delivery{}; }
+asio::awaitable<delivery> sink::async_forget(const std::string&) { co_return delivery{}; }
 
 asio::awaitable<delivery> projection_sink::async_check(const std::string& source) {
   auto r = co_await redis_.async_exec(redis::make_command("EXISTS", projection::source_marker(source)));
@@ -93,7 +113,7 @@ asio::awaitable<delivery> projection_sink::async_apply(const std::string& source
 asio::awaitable<delivery> projection_sink::async_deliver(const std::string& source,
                                                          std::span<const outbox_event> events) {
   std::vector<std::string> keys{projection::source_marker(source)};
-  std::vector<std::string> args{"deliver", ""};
+  std::vector<std::string> args{"deliver", "", source};
   const auto now = time::now_unix_ms();
   for (const auto& e : events) {
     if (e.doc.empty()) continue;
@@ -116,7 +136,7 @@ asio::awaitable<delivery> projection_sink::async_begin_rebuild(const std::string
 asio::awaitable<delivery> projection_sink::async_restore(const std::string& source,
                                                          std::span<const object_state> states) {
   std::vector<std::string> keys{projection::rebuild_key(source)};
-  std::vector<std::string> args{"restore", rebuilding_[source]};
+  std::vector<std::string> args{"restore", rebuilding_[source], source};
   const auto now = time::now_unix_ms();
   for (const auto& s : states) {
     keys.push_back(key_of(s.kind, s.tenant, s.object_id));
@@ -134,6 +154,30 @@ asio::awaitable<delivery> projection_sink::async_finish_rebuild(const std::strin
   if (!r.ok()) co_return failed(r);
   if (r.v.integer == -2) co_return delivery{delivery_status::rebuild, "Redis lost the rebuild of " + source};
   rebuilding_.erase(source);
+  co_return delivery{};
+}
+
+// The marker goes first: until the rebuild that follows marks the source
+// complete again, a relay that restarts finds it missing and rebuilds too.
+asio::awaitable<delivery> projection_sink::async_forget(const std::string& source) {
+  auto r = co_await redis_.async_exec(redis::make_command("DEL", projection::source_marker(source)));
+  if (!r.ok()) co_return failed(r);
+  for (const auto* pattern : {"tally:account:*", "tally:saga:*"}) {
+    std::string at = "0";
+    do {
+      auto page = co_await redis_.async_exec(
+          redis::make_command("SCAN", at, "MATCH", pattern, "COUNT", std::to_string(forget_page)));
+      if (!page.ok()) co_return failed(page);
+      if (page.v.elements.size() != 2) co_return delivery{delivery_status::retry, "redis: SCAN answered no page"};
+      at = page.v.elements[0].text;
+      std::vector<std::string> keys;
+      for (const auto& k : page.v.elements[1].elements) keys.push_back(k.text);
+      if (keys.empty()) continue;
+      std::vector<std::string> args{source};
+      auto gone = co_await redis_.async_eval(forget_script, std::move(keys), std::move(args));
+      if (!gone.ok()) co_return failed(gone);
+    } while (at != "0");
+  }
   co_return delivery{};
 }
 

@@ -13,6 +13,10 @@
 // and the sagas of the last `saga_ttl`; a read of an expired one goes to
 // the saga store, as any missing projection does. Accounts and sagas still
 // running never expire.
+//
+// Each object keeps the name of its source, so that after a source's
+// failover its objects can be forgotten (a SCAN of every projection)
+// before the rebuild.
 #include <chrono>
 #include <map>
 #include <random>
@@ -41,6 +45,7 @@ class projection_sink : public sink {
                                                  std::span<const object_state> states) override;
   boost::asio::awaitable<delivery> async_finish_rebuild(const std::string& source) override;
   boost::asio::awaitable<delivery> async_check(const std::string& source) override;
+  boost::asio::awaitable<delivery> async_forget(const std::string& source) override;
 
  private:
   boost::asio::awaitable<delivery> async_apply(const std::string& source, std::vector<std::string> keys,

@@ -4,7 +4,8 @@
 // token, in requests of at most about 1 MiB. The gateway
 // keeps, per subscriber and object, the newest version sent, so events
 // delivered twice (a relay restart, two relays at a handover) are dropped
-// there.
+// there. After the source's failover the pump rebuilds this sink: every
+// object's current state, pushed as a resync.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -23,8 +24,11 @@ class push_sink : public sink {
   std::string_view name() const override { return name_; }
   boost::asio::awaitable<delivery> async_deliver(const std::string& source,
                                                  std::span<const outbox_event> events) override;
+  boost::asio::awaitable<delivery> async_restore(const std::string& source,
+                                                 std::span<const object_state> states) override;
 
  private:
+  boost::asio::awaitable<delivery> async_post(std::vector<std::string> bodies);
   std::string name_;
   http::client_pool clients_;  // each source's consumer pushes on its own connection
   std::string token_;
@@ -36,5 +40,11 @@ class push_sink : public sink {
 // body once one reaches `max_bytes` (an event larger than that goes alone).
 std::vector<std::string> push_bodies(const std::string& source, std::span<const outbox_event> events,
                                      std::size_t max_bytes);
+// The same for a rebuild's page of object states, marked {"resync": true}
+// (and without event ids): the gateway sends each subscribed object's
+// state even when it sent that version or a higher one before, since the
+// higher one may come from an event that the source lost in a failover.
+std::vector<std::string> resync_bodies(const std::string& source, std::span<const object_state> states,
+                                       std::size_t max_bytes);
 
 }  // namespace tally::relay

@@ -41,6 +41,10 @@ class sink {
   // Asked while the source is idle: `rebuild` when the sink lost its state
   // although no event has come to find it out.
   virtual boost::asio::awaitable<delivery> async_check(const std::string& source);
+  // Before a rebuild after the source's failover: drop every object of the
+  // source, since some may come from events the new primary never got (a
+  // rebuild alone keeps whatever holds a higher version).
+  virtual boost::asio::awaitable<delivery> async_forget(const std::string& source);
 };
 
 }  // namespace tally::relay

@@ -9,6 +9,7 @@
 #   tally_ha_start FORMATION...   the monitor, then three nodes per formation
 #   tally_ha_uri FORMATION        its multi-host URI (target_session_attrs=read-write)
 #   tally_ha_conninfo FORMATION DB  the same for database DB as user postgres
+#   tally_ha_monitor_conninfo     the monitor's database (pgautofailover.node, perform_failover, which pg_autoctl perform switchover calls)
 #   tally_ha_wait FORMATION [S]   until it has a primary and two secondaries
 #   tally_ha_state FORMATION      the monitor's view (pg_autoctl show state)
 #   tally_ha_node_pid FORMATION N the process group of node N (1–3): its keeper and PostgreSQL
@@ -83,9 +84,10 @@ _tally_ha_until() {
 
 # _tally_ha_monitor_sql SQL: statements on the monitor's database as its
 # owner, one transaction each.
+tally_ha_monitor_conninfo() { echo "host=127.0.0.1 port=$_tally_ha_monitor_port user=postgres dbname=pg_auto_failover"; }
+
 _tally_ha_monitor_sql() {
-  psql "host=127.0.0.1 port=$_tally_ha_monitor_port user=postgres dbname=pg_auto_failover" -XAtq -F ' ' \
-    -v ON_ERROR_STOP=1 <<<"$1"
+  psql "$(tally_ha_monitor_conninfo)" -XAtq -F ' ' -v ON_ERROR_STOP=1 <<<"$1"
 }
 
 # _tally_ha_states FORMATION: one line per node, "name reported_state goal_state".

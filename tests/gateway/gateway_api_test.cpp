@@ -848,6 +848,39 @@ TEST_F(GatewayApi, StreamSendsEveryStateChangeInOrder) {
   expect_only_pings(ws, 1s);
 }
 
+// The relay's pushes: an older version is dropped, a resync (its rebuild
+// after a source's failover, which may have lost the newer one) is sent
+// whatever came before, and a push it cannot read is refused whole.
+TEST_F(GatewayApi, StreamSendsAResyncWhateverVersionCameBefore) {
+  const auto id = open_funded(100);
+  ws_client ws(system_->gateway_port(), "/v1/stream", {{"Authorization", std::string("Bearer ") + acme_app_key}});
+  ASSERT_EQ(ws.status(), 101);
+  ASSERT_TRUE(ws.send(json{{"op", "subscribe"}, {"accounts", {id}}}.dump()));
+  ASSERT_TRUE(eventually([&] { return call("GET", "/v1/accounts/" + id).header("x-tally-read") == "projection"; }));
+  http_client relay(system_->gateway_internal_port());
+  const auto push = [&](std::int64_t version, std::int64_t balance, const json& resync) {
+    json body{{"source", "s0"},
+              {"events",
+               {{{"kind", "account"},
+                 {"tenant", "acme"},
+                 {"id", id},
+                 {"version", version},
+                 {"doc", {{"account_id", id}, {"balance", balance}}}}}}};
+    if (!resync.is_null()) body["resync"] = resync;
+    return relay.call("POST", "/internal/events", body.dump()).status;
+  };
+  // Past whatever the relay sent so far (the subscription's first state).
+  EXPECT_EQ(push(1000, 7, json()), 200);
+  for (auto f = next_state(ws); f.is_object() && f["account"]["balance"] != 7; f = next_state(ws))
+    ASSERT_EQ(f["type"], "account") << f;
+  EXPECT_EQ(push(999, 8, json()), 200);
+  EXPECT_EQ(push(999, 9, "yes"), 400);
+  EXPECT_EQ(push(999, 10, true), 200);
+  const auto resynced = next_state(ws);
+  EXPECT_EQ(resynced["account"]["balance"], 10) << resynced << " (8 is an older version, 9 a bad push)";
+  expect_only_pings(ws, 500ms);
+}
+
 TEST_F(GatewayApi, StreamAnswersBadMessagesAndPings) {
   ws_client ws(system_->gateway_port(), std::string("/v1/stream?api_key=") + acme_app_key);
   ASSERT_EQ(ws.status(), 101);

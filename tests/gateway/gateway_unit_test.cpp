@@ -251,6 +251,11 @@ TEST(VersionFilter, EachVersionOnceAndInOrder) {
   EXPECT_TRUE(f.admit("b", 1));
   f.forget("a");
   EXPECT_TRUE(f.admit("a", 1));
+  // A resync goes whatever was sent; later versions count from it.
+  EXPECT_TRUE(f.admit("b", 1, true));
+  EXPECT_TRUE(f.admit("b", 0, true));
+  EXPECT_FALSE(f.admit("b", 0));
+  EXPECT_TRUE(f.admit("b", 1));
 }
 
 }  // namespace

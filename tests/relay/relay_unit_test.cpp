@@ -71,6 +71,24 @@ TEST(PushBody, CarriesDocumentsAsTheyAre) {
   EXPECT_EQ(body["events"][0]["doc"]["state"], "completed");
   EXPECT_EQ(body["events"][0]["kind"], "saga");
   EXPECT_EQ(body["events"][0]["version"], 4);
+  EXPECT_EQ(body["events"][0]["event_id"], "e-1");
+  EXPECT_FALSE(body.contains("resync"));
+}
+
+// After a failover, a rebuild's object states go to the gateway marked as
+// a resync, without event ids.
+TEST(PushBody, ResyncCarriesObjectStates) {
+  std::vector<object_state> states(1);
+  states[0] = {object_kind::account, "t", "a", 7, R"({"balance":5})", false, 0};
+  auto bodies = resync_bodies("s0", states, 1 << 20);
+  ASSERT_EQ(bodies.size(), 1u);
+  auto body = json::parse(bodies[0]);
+  EXPECT_EQ(body["source"], "s0");
+  EXPECT_EQ(body["resync"], true);
+  ASSERT_EQ(body["events"].size(), 1u);
+  EXPECT_EQ(body["events"][0]["doc"]["balance"], 5);
+  EXPECT_EQ(body["events"][0]["version"], 7);
+  EXPECT_FALSE(body["events"][0].contains("event_id"));
 }
 
 TEST(PushBody, SplitsLargeBatches) {
@@ -148,6 +166,20 @@ TEST(Retention, AConsumerThatDeliveredNothingHoldsEverything) {
   const std::vector<consumer_position> consumers{{"projection", cursor{"120", 40}}, {"push:g0", std::nullopt}};
   EXPECT_FALSE(prune_bound(consumers));
   EXPECT_FALSE(prune_bound({}));  // no consumer yet: nobody said what it delivered
+}
+
+// Whether a consumer's sink must forget its source: only a cursor read on
+// another timeline than the source's now (a promotion since).
+TEST(SourceHistory, ChangesWithTheTimelineOnly) {
+  saved_cursor c;
+  c.source_timeline = 2;
+  EXPECT_FALSE(source_history_changed(c)) << "nothing saved yet";
+  c.timeline = 2;
+  EXPECT_FALSE(source_history_changed(c));
+  c.timeline = 1;
+  EXPECT_TRUE(source_history_changed(c));
+  c.timeline = 3;  // a cursor saved on a later timeline than the server's: an old primary came back as one
+  EXPECT_TRUE(source_history_changed(c));
 }
 
 TEST(ProjectionTtl, OnlySettledSagasExpireCountedFromTheirEvent) {

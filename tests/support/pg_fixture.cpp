@@ -10,12 +10,6 @@
 namespace tally::test {
 namespace {
 
-std::string env_or_throw(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set: run the tests through scripts/test");
-  return v;
-}
-
 using conn_ptr = std::unique_ptr<PGconn, decltype(&PQfinish)>;
 using result_ptr = std::unique_ptr<PGresult, decltype(&PQclear)>;
 
@@ -35,6 +29,12 @@ result_ptr run(const std::string& conninfo, const std::string& sql) {
 }
 
 }  // namespace
+
+std::string env_or_throw(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) throw std::runtime_error(std::string(name) + " is not set: run the tests through scripts/test");
+  return v;
+}
 
 std::string pg_conninfo(std::string_view database) {
   return "host=" + env_or_throw("TALLY_TEST_PG_HOST") + " port=" + env_or_throw("TALLY_TEST_PG_PORT") +

@@ -9,6 +9,8 @@
 
 namespace tally::test {
 
+// An environment variable that scripts/test sets; throws when it is missing.
+std::string env_or_throw(const char* name);
 std::string pg_conninfo(std::string_view database);
 // Creates a fresh database named PREFIX_<random> and returns its conninfo.
 std::string create_database(std::string_view prefix);

@@ -11,7 +11,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
 #include "tests/support/shard_process.hpp"
@@ -59,7 +58,8 @@ void redis_process::kill9() {
 
 namespace {
 
-// One inline command and an answer of exactly `expected.size()` bytes.
+// One inline command, and whether its answer is `expected`: read until it
+// is whole or differs (no whole reply is the start of another).
 bool answers(std::uint16_t port, const std::string& command, std::string_view expected) {
   asio::io_context io;
   asio::ip::tcp::socket s(io);
@@ -67,9 +67,13 @@ bool answers(std::uint16_t port, const std::string& command, std::string_view ex
   s.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
   if (ec) return false;
   asio::write(s, asio::buffer(command + "\r\n"), ec);
-  std::string buf(expected.size(), '\0');
-  if (!ec) asio::read(s, asio::buffer(buf), ec);
-  return !ec && buf == expected;
+  std::string got;
+  char chunk[512];
+  while (!ec && got.size() < expected.size() && expected.starts_with(got)) {
+    const auto n = s.read_some(asio::buffer(chunk), ec);
+    got.append(chunk, n);
+  }
+  return !ec && got == expected;
 }
 
 }  // namespace
@@ -77,5 +81,13 @@ bool answers(std::uint16_t port, const std::string& command, std::string_view ex
 bool redis_process::ping() { return answers(port_, "PING", "+PONG\r\n"); }
 
 bool redis_process::exists(const std::string& key) { return answers(port_, "EXISTS " + key, ":1\r\n"); }
+
+bool redis_process::replies(const std::string& command, std::string_view reply) {
+  return answers(port_, command, reply);
+}
+
+bool redis_process::field_is(const std::string& key, const std::string& field, const std::string& value) {
+  return answers(port_, "HGET " + key + " " + field, "$" + std::to_string(value.size()) + "\r\n" + value + "\r\n");
+}
 
 }  // namespace tally::test

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 
 namespace tally::test {
@@ -20,6 +21,11 @@ class redis_process {
   void kill9();
   bool ping();
   bool exists(const std::string& key);  // false also when the server does not answer
+  // Whether an inline command (words without quotes) gets exactly `reply`
+  // in the protocol's bytes, as ":1\r\n".
+  bool replies(const std::string& command, std::string_view reply);
+  // Whether hash `key` holds `value` in `field`.
+  bool field_is(const std::string& key, const std::string& field, const std::string& value);
   std::uint16_t port() const { return port_; }
 
  private:

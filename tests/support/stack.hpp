@@ -36,6 +36,7 @@ class stack {
   ~stack();
 
   std::uint16_t gateway_port() const { return gateway_->port(); }
+  std::uint16_t gateway_internal_port() const { return gateway_internal_port_; }  // the relay's pushes
   redis_process& redis() { return redis_; }
   shard_process& shard(std::size_t i) { return *shards_[i]; }
   orchestrator_process& orchestrator(std::size_t i = 0) { return *orchestrators_[i]; }
