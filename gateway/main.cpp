@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "common/config/config.hpp"
@@ -50,6 +52,8 @@ struct settings {
   gateway::stream_options stream;
   std::optional<http::upstream_endpoint> relay;  // for the operators' health page
   std::string console_dir;
+  std::string ha_monitor;  // pg_auto_failover's monitor: the clusters' view (docs/ha.md)
+  milliseconds ha_poll{2000};
 };
 
 gateway::bucket_limit read_limit(const config::config& cfg, const std::string& name, gateway::bucket_limit fallback) {
@@ -104,6 +108,9 @@ settings read_settings(const config::config& cfg) {
   if (auto port = cfg.get_int("relay.port", 0); port > 0)
     s.relay = http::upstream_endpoint{cfg.get_string("relay.host", "127.0.0.1"), static_cast<std::uint16_t>(port)};
   s.console_dir = cfg.get_string("console.dir", "");
+  s.ha_monitor = cfg.get_string("ha.monitor", "");
+  s.ha_poll = milliseconds(cfg.get_int("ha.poll_ms", 2000));
+  if (s.ha_poll.count() < 100) throw std::runtime_error("ha.poll_ms must be at least 100");
   return s;
 }
 
@@ -119,9 +126,11 @@ struct app : service::app {
     for (const auto& e : routes_.shards())
       shards_.push_back(std::make_unique<http::client_pool>(io.get_executor(), e.host, e.port, s_.shard_connections));
     if (s_.relay) relay_ = std::make_unique<http::client_pool>(io.get_executor(), s_.relay->host, s_.relay->port, 2);
+    if (!s_.ha_monitor.empty())
+      clusters_ = std::make_unique<gateway::cluster_watch>(io.get_executor(), s_.ha_monitor, s_.ha_poll, metrics_);
     ctx_ = std::make_unique<gateway::route_context>(gateway::route_context{
         s_.keys, limiter_, redis_, hub_, orchestrator_, shards_, routes_, s_.upstream_token, s_.token, metrics_,
-        [this] { return !stopping_; }, s_.upstream_timeout, relay_.get(), s_.console_dir});
+        [this] { return !stopping_; }, s_.upstream_timeout, relay_.get(), s_.console_dir, clusters_.get()});
   }
 
   asio::awaitable<void> async_start() override {
@@ -133,6 +142,7 @@ struct app : service::app {
     server_->start();
     internal_ = std::make_unique<http::server>(io_, s_.internal, gateway::make_internal_handler(*ctx_));
     internal_->start();
+    if (clusters_) asio::co_spawn(io_, clusters_->async_run(), asio::detached);
     log::info("serving", {{"address", s_.listen.address},
                           {"port", server_->port()},
                           {"internal_port", internal_->port()},
@@ -145,6 +155,7 @@ struct app : service::app {
     stopping_ = true;
     log::info("shutting down: finishing in-flight requests");
     streams_.close_all();
+    if (clusters_) clusters_->stop();
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
     if (internal_) co_await internal_->async_shutdown(std::chrono::seconds(2));
     log::info("stopped");
@@ -159,6 +170,7 @@ struct app : service::app {
   http::failover_pool orchestrator_;
   std::vector<std::unique_ptr<http::client_pool>> shards_;
   std::unique_ptr<http::client_pool> relay_;
+  std::unique_ptr<gateway::cluster_watch> clusters_;
   gateway::hub hub_;
   gateway::stream_service streams_;
   std::unique_ptr<gateway::route_context> ctx_;

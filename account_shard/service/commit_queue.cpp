@@ -30,6 +30,8 @@ commit_queue::commit_queue(asio::any_io_executor ex, pg::pool& writers, commit_o
       failures_(m.add_counter("tally_shard_batch_failures_total", "Batches answered unavailable or unknown")),
       unreplicated_(m.add_counter("tally_shard_batches_refused_unreplicated_total",
                                   "Batches refused because no synchronous standby would confirm them")),
+      no_primary_(m.add_counter("tally_shard_batches_refused_no_primary_total",
+                                "Batches refused because no writable database (a primary) could be reached")),
       batch_size_(m.add_histogram("tally_shard_batch_size", "Commands per committed batch",
                                   {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024})),
       batch_seconds_(
@@ -146,6 +148,7 @@ asio::awaitable<void> commit_queue::run_batch(std::vector<command>& batch, std::
     pg::error err = co_await writers_.async_acquire(conn);
     if (err) {
       failures_.inc();
+      if (err.code == pg::errc::connection_failed) no_primary_.inc();
       for (auto& r : results) r = {submit_status::unavailable, {}, err.message};
       co_return;
     }

@@ -103,6 +103,7 @@ class commit_queue {
   metrics::counter& retries_;
   metrics::counter& failures_;
   metrics::counter& unreplicated_;
+  metrics::counter& no_primary_;
   metrics::histogram& batch_size_;
   metrics::histogram& batch_seconds_;
   metrics::histogram& queue_wait_;

@@ -159,6 +159,13 @@ asio::awaitable<response> router::shards(request& req, const call& c) {
   co_return http::json_response(req, 200, {{"shards", std::move(all)}});
 }
 
+// GET /v1/admin/clusters: the replicated clusters as their monitor last
+// showed them (docs/ha.md); {"configured": false} on single servers.
+asio::awaitable<response> router::clusters(request& req, const call&) {
+  if (!ctx_.clusters) co_return http::json_response(req, 200, {{"configured", false}, {"formations", json::array()}});
+  co_return http::json_response(req, 200, ctx_.clusters->view());
+}
+
 // GET /v1/admin/health: each service's readiness, and the figures an
 // operator watches (totals since each process started).
 asio::awaitable<response> router::health(request& req, const call&) {

@@ -88,6 +88,7 @@ class router {
   awaitable_response reconciliation_reports(http::request& req, const call& c);
   awaitable_response audits(http::request& req, const call& c);
   awaitable_response shards(http::request& req, const call& c);
+  awaitable_response clusters(http::request& req, const call& c);
   awaitable_response health(http::request& req, const call& c);
 
   // Upstreams

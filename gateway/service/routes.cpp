@@ -106,6 +106,7 @@ const std::vector<route_def>& router::table() {
       {v::get, "/v1/admin/audits/{audit_id}", a::operator_only, &router::audits},
       {v::post, "/v1/admin/audits/{audit_id}/cancel", a::operator_only, &router::audits, action},
       {v::get, "/v1/admin/shards", a::operator_only, &router::shards},
+      {v::get, "/v1/admin/clusters", a::operator_only, &router::clusters},
       {v::get, "/v1/admin/health", a::operator_only, &router::health},
   };
   return routes;

@@ -28,6 +28,7 @@
 #include "common/redis/client.hpp"
 #include "common/sharding/routing.hpp"
 #include "gateway/auth/api_keys.hpp"
+#include "gateway/service/clusters.hpp"
 #include "gateway/limit/rate_limiter.hpp"
 #include "gateway/stream/hub.hpp"
 
@@ -46,8 +47,9 @@ struct route_context {
   metrics::registry& metrics;
   std::function<bool()> ready;
   std::chrono::milliseconds upstream_timeout{5000};
-  http::client_pool* relay = nullptr;  // for the operators' health page, when configured
-  std::string console_dir{};           // the console's files from this folder, else the built-in ones
+  http::client_pool* relay = nullptr;       // for the operators' health page, when configured
+  std::string console_dir{};                // the console's files from this folder, else the built-in ones
+  const cluster_watch* clusters = nullptr;  // the replicated clusters' monitor, when configured
 };
 
 // Every route of the public listener: [{"method", "path", "body_limit",

@@ -375,6 +375,11 @@ int main(int argc, char** argv) {
     };
   });
 
+  app.add_subcommand("clusters", "The replicated databases: nodes, roles, lag, the last failover (operator key)")
+      ->callback([&] { run = [&] {
+                         return cl.show(api().get(target({"v1", "admin", "clusters"})), ctl::clusters);
+                       }; });
+
   try {
     app.parse(argc, argv);
     if (!ctl::parse_url(o.url)) throw CLI::ValidationError("--url", "must be http://host:port, got " + o.url);

@@ -180,4 +180,26 @@ std::string audits(const json& page) {
   return table(rows);
 }
 
+std::string clusters(const json& view) {
+  if (!view.value("configured", false)) return "no replicated clusters: the gateway has no ha.monitor\n";
+  std::string out;
+  if (!view.value("monitor_reachable", false)) out += "the monitor does not answer; last seen:\n";
+  for (const auto& f : view.value("formations", json::array())) {
+    const auto last = f.value("last_failover", json());
+    out += "formation " + field(f, "formation") + ": primary " + field(f, "primary") +
+           (f.value("writable", false) ? ", writable" : ", NOT writable") + ", " + field(f, "synchronous_standbys") +
+           " synchronous standbys, " + field(f, "failovers") + " failovers" +
+           (last.is_object() ? ", the last " + field(last, "seconds_ago") + " s ago to " + field(last, "node") : "") +
+           "\n";
+    std::vector<std::vector<std::string>> rows{
+        {"NODE", "ADDRESS", "STATE", "GOAL", "HEALTH", "TIMELINE", "LAG_BYTES", "SYNCHRONOUS", "REPORTED_MS_AGO"}};
+    for (const auto& n : f.value("nodes", json::array()))
+      rows.push_back({field(n, "name"), field(n, "host") + ":" + field(n, "port"), field(n, "state"), field(n, "goal"),
+                      field(n, "health"), field(n, "timeline"), field(n, "lag_bytes"), field(n, "synchronous"),
+                      field(n, "report_age_ms")});
+    out += table(rows);
+  }
+  return out;
+}
+
 }  // namespace tally::ctl

@@ -33,5 +33,7 @@ std::string reconciliation_run(const nlohmann::json& report);
 // A full audit with its progress (GET /v1/admin/audits/{id}), and a list.
 std::string audit(const nlohmann::json& a);
 std::string audits(const nlohmann::json& page);
+// GET /v1/admin/clusters: per formation a summary line, then its nodes.
+std::string clusters(const nlohmann::json& view);
 
 }  // namespace tally::ctl

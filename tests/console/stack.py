@@ -76,6 +76,7 @@ class Stack:
     def __init__(self, log_dir=None, log=print):
         self.bin = os.environ.get("TALLY_TEST_BIN_DIR", os.path.join(ROOT, "build", "ci"))
         self.console_dir = os.environ.get("TALLY_CONSOLE_DIR")
+        self.ha_monitor = os.environ.get("TALLY_TEST_HA_MONITOR")
         self.own_log_dir = log_dir is None  # a temporary one, removed by stop()
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="tally-console-logs.")
         self.log = log
@@ -125,6 +126,8 @@ class Stack:
                         "--relay.host=127.0.0.1", f"--relay.port={self.relay_port}"]
         if self.console_dir:
             gateway_args.append(f"--console.dir={os.path.abspath(self.console_dir)}")
+        if self.ha_monitor:  # the replicated clusters' monitor, for the Health page's databases
+            gateway_args += [f"--ha.monitor={self.ha_monitor}", "--ha.poll_ms=500"]
         self._spawn("gateway", gateway_args,
                     {"TALLY_GATEWAY_API_KEYS": keys, "TALLY_GATEWAY_INTERNAL_TOKEN": self.token})
         sources = [{"name": f"s{i}", "kind": "shard", "conninfo": self.conninfo(f"shard_{i}")} for i in range(2)]

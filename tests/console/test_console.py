@@ -12,6 +12,7 @@ build/ci/console-screenshots; the services' logs go next to it, in
 console-logs). Every wait has a deadline; nothing sleeps to synchronise."""
 import base64
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -381,6 +382,29 @@ class ConsoleTest(unittest.TestCase):
         self.wait(lambda d: "/s" in d.find_element(By.XPATH, "//dt[text()='Sagas started']/../dd").text,
                   "a rate of started sagas", timeout=15)
         self.screenshot("health")
+
+    def test_9_health_shows_the_replicated_databases(self):
+        """Run by scripts/test beside the replicated cluster (TALLY_TEST_HA_MONITOR):
+        the Health page shows each formation as its monitor does."""
+        monitor = os.environ.get("TALLY_TEST_HA_MONITOR")
+        if not monitor:
+            self.skipTest("no replicated cluster (scripts/test runs this test beside one)")
+        truth = subprocess.run(
+            ["psql", monitor, "-XAtq", "-F", " ", "-c",
+             "SELECT formationid, nodename FROM pgautofailover.node"
+             " WHERE reportedstate = 'primary' AND goalstate = 'primary' ORDER BY formationid"],
+            check=True, capture_output=True, text=True).stdout.split()
+        formation, primary = truth[0], truth[1]
+        self.signed_in("/health")
+        nodes = self.wait(lambda d: d.find_element(By.XPATH, f"//table[caption='Nodes of {formation}']"),
+                          "the formation's nodes")
+        self.assertEqual(len(nodes.find_elements(By.XPATH, ".//tbody/tr")), 3, nodes.text)
+        self.assertRegex(nodes.text, rf"{primary}\s+\S+\s+primary\s+primary\s+good")
+        fact = lambda name: self.driver.find_element(By.XPATH, f"//dt[text()='{name}']/../dd").text  # noqa: E731
+        self.assertEqual(fact("Primary"), primary)
+        self.assertEqual(fact("Takes writes"), "yes")
+        self.assertEqual(fact("Synchronous standbys"), "2")
+        self.screenshot("health-databases")
 
     def test_8_lists_are_newest_first_and_filter_by_account(self):
         account = self.funded(1, "listed")

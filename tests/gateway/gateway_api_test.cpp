@@ -620,6 +620,10 @@ TEST_F(GatewayApi, OperatorEndpoints) {
   EXPECT_TRUE(shards.json()["shards"][0]["outbox"].is_object());
   EXPECT_EQ(shards.json()["shards"][0]["admission"]["max_wait_ms"], 20.0) << shards.body;
   EXPECT_TRUE(shards.json()["shards"][0]["admission"]["hottest"].is_array());
+  // Single servers: no monitor to show (the replicated view: test_console.py's test_9).
+  auto clusters = call("GET", "/v1/admin/clusters", "", op);
+  EXPECT_EQ(clusters.body, R"({"configured":false,"formations":[]})");
+  expect_error(call("GET", "/v1/admin/clusters"), 403, "forbidden");
   auto report = call("GET", "/v1/admin/reconciliation?shard=0", "", op);
   EXPECT_EQ(report.status, 200) << report.body;
   EXPECT_EQ(report.json()["differences"], 0);

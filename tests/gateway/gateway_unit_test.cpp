@@ -8,6 +8,7 @@
 #include "gateway/api/requests.hpp"
 #include "gateway/auth/api_keys.hpp"
 #include "gateway/limit/token_bucket.hpp"
+#include "gateway/service/clusters.hpp"
 #include "gateway/service/hot_accounts.hpp"
 #include "gateway/stream/messages.hpp"
 
@@ -240,6 +241,53 @@ TEST(StreamMessages, FramesAndTopics) {
   // Tenants never share a topic, even with ':' in ids.
   EXPECT_NE(account_topic("a:b", "c"), account_topic("a", "b:c"));
   EXPECT_NE(account_topic("t", "x"), saga_topic("t", "x"));
+}
+
+// The monitor's rows as operators see them: per formation its primary,
+// whether it takes writes (wait_primary does not), its healthy synchronous
+// standbys, its last failover.
+TEST(ClustersView, FormationsFromTheMonitorsRows) {
+  const auto node = [](std::string formation, std::string name, std::string state, std::string goal) {
+    monitor_node n;
+    n.formation = std::move(formation);
+    n.name = std::move(name);
+    n.state = std::move(state);
+    n.goal = std::move(goal);
+    n.health = 1;
+    n.synchronous = true;
+    return n;
+  };
+  std::vector<monitor_node> rows{
+      node("a", "a1", "primary", "primary"),      node("a", "a2", "secondary", "secondary"),
+      node("a", "a3", "secondary", "secondary"),  node("b", "b1", "wait_primary", "wait_primary"),
+      node("b", "b2", "catchingup", "secondary"), node("b", "b3", "secondary", "secondary")};
+  rows[2].health = 0;  // down: not counted
+  rows[2].lag_bytes = 4096;
+  for (auto* r : {&rows[0], &rows[1], &rows[2]}) {
+    r->since_failover_ms = 75'500;
+    r->failover_node = "a1";
+    r->failovers = 2;
+  }
+  const auto view = clusters_view(rows);
+  ASSERT_EQ(view["formations"].size(), 2u);
+  const auto& a = view["formations"][0];
+  EXPECT_EQ(a["primary"], "a1");
+  EXPECT_EQ(a["writable"], true);
+  EXPECT_EQ(a["synchronous_standbys"], 1);
+  EXPECT_EQ(a["failovers"], 2);
+  EXPECT_EQ(a["last_failover"], (nlohmann::json{{"node", "a1"}, {"seconds_ago", 75}}));
+  ASSERT_EQ(a["nodes"].size(), 3u);
+  EXPECT_EQ(a["nodes"][2]["health"], "bad");
+  EXPECT_EQ(a["nodes"][2]["lag_bytes"], 4096);
+  const auto& b = view["formations"][1];
+  EXPECT_EQ(b["primary"], "b1");
+  EXPECT_EQ(b["writable"], false) << "wait_primary writes on one copy: the services refuse";
+  EXPECT_EQ(b["synchronous_standbys"], 1) << "a node still catching up does not count";
+  EXPECT_TRUE(b["last_failover"].is_null());
+  // A failover under way: nobody reports and is assigned primary.
+  rows[0].goal = "draining";
+  EXPECT_TRUE(clusters_view(rows)["formations"][0]["primary"].is_null());
+  EXPECT_TRUE(clusters_view({})["formations"].empty());
 }
 
 TEST(VersionFilter, EachVersionOnceAndInOrder) {

@@ -109,6 +109,33 @@ TEST(TallyctlRender, AccountsEntriesLotsAndReports) {
   EXPECT_THAT(audits({{"audits", {running}}}), HasSubstr("25.0 %"));
 }
 
+TEST(TallyctlRender, ClustersSayWhoTakesWritesAndTheLastFailover) {
+  EXPECT_THAT(clusters({{"configured", false}, {"formations", json::array()}}), HasSubstr("no replicated clusters"));
+  const json node{{"name", "node_2"},    {"host", "127.0.0.1"}, {"port", 5433},  {"state", "primary"},
+                  {"goal", "primary"},   {"health", "good"},    {"timeline", 3}, {"lag_bytes", 0},
+                  {"synchronous", true}, {"report_age_ms", 400}};
+  const json view{{"configured", true},
+                  {"monitor_reachable", true},
+                  {"formations",
+                   {{{"formation", "shard_0"},
+                     {"primary", "node_2"},
+                     {"writable", true},
+                     {"synchronous_standbys", 2},
+                     {"failovers", 2},
+                     {"last_failover", {{"node", "node_2"}, {"seconds_ago", 75}}},
+                     {"nodes", {node}}}}}};
+  const auto text = clusters(view);
+  EXPECT_THAT(text, HasSubstr("formation shard_0: primary node_2, writable, 2 synchronous standbys, 2 failovers, the "
+                              "last 75 s ago to node_2"));
+  EXPECT_THAT(text, HasSubstr("node_2  127.0.0.1:5433  primary  primary  good"));
+  auto lost = view;
+  lost["monitor_reachable"] = false;
+  lost["formations"][0]["writable"] = false;
+  lost["formations"][0]["last_failover"] = nullptr;
+  EXPECT_THAT(clusters(lost), HasSubstr("the monitor does not answer"));
+  EXPECT_THAT(clusters(lost), HasSubstr("NOT writable, 2 synchronous standbys, 2 failovers\n"));
+}
+
 TEST(TallyctlUrl, OnlyHttpHostAndPort) {
   auto e = parse_url("http://127.0.0.1:8080");
   ASSERT_TRUE(e);

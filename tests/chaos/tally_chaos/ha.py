@@ -76,6 +76,10 @@ class Formation:
         """Every host of the formation; libpq picks the one that takes writes."""
         return f"postgresql://postgres@{self.hosts}/{db}?target_session_attrs=read-write&connect_timeout=2"
 
+    def monitor_conninfo(self):
+        """The monitor's database, for the gateway's view of the clusters."""
+        return f"host=127.0.0.1 port={self.monitor_port} user=postgres dbname=pg_auto_failover"
+
     def states(self):
         """{node name: (reported state, goal state)} from the monitor."""
         c = psycopg2.connect(host="127.0.0.1", port=self.monitor_port, user="postgres", dbname="pg_auto_failover",

@@ -84,7 +84,8 @@ class LocalCluster(ClusterBase):
         orchestrators = ",".join(f"127.0.0.1:{p}" for p in L.orchestrator_ports)
         self.add("gateway", "gateway/gateway",
                  [f"--listen.port={L.gateway_port}", f"--internal.port={L.gateway_internal_port}",
-                  f"--orchestrator={orchestrators}", f"--shards={L.routes()}", f"--redis.port={L.redis_port}"],
+                  f"--orchestrator={orchestrators}", f"--shards={L.routes()}", f"--redis.port={L.redis_port}",
+                  *([f"--ha.monitor={self.formation.monitor_conninfo()}"] if self.formation else [])],
                  {"TALLY_GATEWAY_API_KEYS": L.api_keys(), "TALLY_GATEWAY_INTERNAL_TOKEN": L.token})
         # The first instance of each shard applies the migrations and writes;
         # the second starts once it does, as a standby.

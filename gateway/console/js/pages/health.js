@@ -20,19 +20,51 @@ const perSecond = (r) =>
 const readiness = (ready) =>
   h("span", { class: `badge ${ready ? "ready" : "not-ready"}` }, ready ? "ready" : "not ready");
 
+// The replicated databases (GET /v1/admin/clusters): per formation its
+// primary, whether it takes writes, its last failover, then its nodes.
+function databases(view) {
+  if (!view.configured) return [];
+  const parts = [h("h2", {}, "Databases")];
+  if (!view.monitor_reachable) parts.push(h("p", { class: "badge not-ready" }, "The monitor does not answer; last seen:"));
+  for (const f of view.formations) {
+    const last = f.last_failover;
+    parts.push(facts([
+      ["Formation", f.formation],
+      ["Primary", f.primary ?? "none"],
+      ["Takes writes", h("span", { class: `badge ${f.writable ? "ready" : "not-ready"}` }, f.writable ? "yes" : "no")],
+      ["Synchronous standbys", number(f.synchronous_standbys)],
+      ["Failovers", number(f.failovers)],
+      ["Last failover", last ? `${last.seconds_ago} s ago, to ${last.node}` : "none recorded"],
+    ]));
+    parts.push(table(`Nodes of ${f.formation}`, [
+      { label: "Node", cell: (n) => n.name },
+      { label: "Address", cell: (n) => `${n.host}:${n.port}` },
+      { label: "State", cell: (n) => n.state },
+      { label: "Goal", cell: (n) => n.goal },
+      { label: "Health", cell: (n) => n.health },
+      { label: "Timeline", cell: (n) => n.timeline, num: true },
+      { label: "Lag (bytes)", cell: (n) => number(n.lag_bytes), num: true },
+      { label: "Synchronous", cell: (n) => (n.synchronous ? "yes" : "no") },
+    ], f.nodes));
+  }
+  return parts;
+}
+
 export async function mount(view) {
   const stamp = h("p", { class: "muted", role: "status" });
   const problem = h("div");
   const services = h("section", { "aria-label": "Services" });
   const figures = h("section", { "aria-labelledby": "figures-title" });
   const shards = h("section", { "aria-label": "Shards" });
-  view.append(pageTitle("Health"), stamp, problem, services, figures, shards);
+  const clusters = h("section", { "aria-label": "Databases" });
+  view.append(pageTitle("Health"), stamp, problem, services, figures, shards, clusters);
   let previous = null;
 
   async function read() {
-    const [health, counts, shardList] = await Promise.allSettled([
-      get("/v1/admin/health"), get("/v1/admin/sagas/counts"), get("/v1/admin/shards")]);
-    fill(problem, [health, counts, shardList].filter((r) => r.status === "rejected").map((r) => errorBox(r.reason)));
+    const [health, counts, shardList, clusterView] = await Promise.allSettled([
+      get("/v1/admin/health"), get("/v1/admin/sagas/counts"), get("/v1/admin/shards"), get("/v1/admin/clusters")]);
+    fill(problem, [health, counts, shardList, clusterView].filter((r) => r.status === "rejected")
+      .map((r) => errorBox(r.reason)));
     if (health.status === "fulfilled") {
       const current = health.value;
       fill(stamp, "Read at ", time(current.at), `; read again every ${EVERY_MS / 1000} s.`);
@@ -66,6 +98,7 @@ export async function mount(view) {
         { label: "Mean commit (ms)", cell: (s) => s.commits?.mean_commit_ms?.toFixed(2) ?? "—", num: true },
       ], shardList.value.shards));
     }
+    if (clusterView.status === "fulfilled") fill(clusters, ...databases(clusterView.value));
   }
 
   let timer = null;
