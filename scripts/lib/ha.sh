@@ -31,14 +31,26 @@ _tally_ha_log() { echo "ha: $*" >&2; }
 
 # _tally_ha_command VAR ARGS...: VAR becomes the command that runs
 # pg_autoctl ARGS as postgres, its configuration and state under the HA
-# directory.
+# directory; with _tally_ha_group set (as root), in that group, so that a
+# node's traffic can be told apart (tally_ha_node_group).
 _tally_ha_command() {
   local -n cmd=$1
   shift
   cmd=(env XDG_CONFIG_HOME="$_tally_ha_dir/config" XDG_DATA_HOME="$_tally_ha_dir/data"
     XDG_RUNTIME_DIR="$_tally_ha_dir/run" pg_autoctl "$@")
-  if ((EUID == 0)); then cmd=(runuser -u postgres -- "${cmd[@]}"); fi
+  if ((EUID == 0)); then
+    if [[ -n ${_tally_ha_group:-} ]]; then
+      cmd=(runuser -u postgres -g "$_tally_ha_group" -- "${cmd[@]}")
+    else
+      cmd=(runuser -u postgres -- "${cmd[@]}")
+    fi
+  fi
 }
+
+# The group that a node's keeper and PostgreSQL run in (as root; none
+# otherwise): iptables' owner match then drops everything the node sends,
+# which is how the chaos run cuts a node off the network on loopback.
+tally_ha_node_group() { ((EUID == 0)) && echo "tally_pg_$1"; }
 
 _tally_ha_ctl() {
   local command
@@ -136,11 +148,14 @@ SELECT pg_reload_conf();" >/dev/null
     for n in 1 2 3; do
       port=$(_tally_free_port)
       _tally_ha_ports["$formation $n"]=$port
+      local _tally_ha_group
+      _tally_ha_group=$(tally_ha_node_group "$port") && groupadd -f "$_tally_ha_group"
       _tally_ha_spawn "$_tally_ha_dir/$formation-$n.log" create postgres \
         --pgctl "$TALLY_PG_BIN/pg_ctl" --pgdata "$_tally_ha_dir/$formation-$n" --pgport "$port" \
         --listen 127.0.0.1 --hostname 127.0.0.1 --name "${formation}_$n" --formation "$formation" \
         --dbname postgres --monitor "$(_tally_ha_monitor_uri)" --auth trust --no-ssl --run
       _tally_ha_pids["$formation $n"]=$_tally_ha_spawned
+      _tally_ha_group=""
       # One node at a time: the first becomes the primary, the others clone it.
       if ((n == 1)); then
         _tally_ha_until "$formation's first node" 120 _tally_ha_count "$formation" single 1 || return 1
@@ -192,7 +207,7 @@ tally_ha_state() { _tally_ha_ctl show state --monitor "$(_tally_ha_monitor_uri)"
 tally_ha_node_pid() { echo "${_tally_ha_pids["$1 $2"]}"; }
 
 tally_ha_stop() {
-  local key pid
+  local key pid group
   for key in "${!_tally_ha_pids[@]}"; do
     pid=${_tally_ha_pids[$key]}
     kill -TERM -- "-$pid" 2>/dev/null || true
@@ -206,26 +221,38 @@ tally_ha_stop() {
     _tally_ha_until "the monitor to stop" 30 _tally_ha_gone "$_tally_ha_monitor_pid" ||
       kill -KILL -- "-$_tally_ha_monitor_pid" 2>/dev/null || true
   fi
+  for key in "${!_tally_ha_ports[@]}"; do
+    group=$(tally_ha_node_group "${_tally_ha_ports[$key]}") && groupdel "$group" 2>/dev/null
+  done
   _tally_ha_pids=()
+  _tally_ha_ports=()
   _tally_ha_monitor_pid=""
   _tally_ha_monitor=""
 }
 
 # tally_ha_describe FORMATION: {"formation", "monitor_port", "hosts", "ctl",
-# "nodes": [{"n", "port", "data", "pgid", "log"}]}, where ctl is the command
+# "nodes": [{"n", "port", "data", "group", "ctl", "pgid", "log"}]}, where ctl is the command
 # that runs pg_autoctl as this helper does (as postgres, its state under the
 # HA directory) and pgid each node's process group, for a run that kills and
 # restarts nodes itself (tests/chaos/tally_chaos/ha.py).
 tally_ha_describe() {
-  local command n nodes=() hosts=()
+  local command node_command n port group nodes=() hosts=()
   _tally_ha_command command
   for n in 1 2 3; do
-    hosts+=("127.0.0.1:${_tally_ha_ports["$1 $n"]}")
-    nodes+=("{\"n\": $n, \"port\": ${_tally_ha_ports["$1 $n"]}, \"data\": \"$_tally_ha_dir/$1-$n\",
-      \"pgid\": ${_tally_ha_pids["$1 $n"]}, \"log\": \"$_tally_ha_dir/$1-$n.log\"}")
+    port=${_tally_ha_ports["$1 $n"]}
+    group=$(tally_ha_node_group "$port") || group=""
+    _tally_ha_group=$group _tally_ha_command node_command
+    hosts+=("127.0.0.1:$port")
+    nodes+=("{\"n\": $n, \"port\": $port, \"data\": \"$_tally_ha_dir/$1-$n\", \"group\": \"$group\",
+      \"ctl\": $(_tally_ha_json_list "${node_command[@]}"), \"pgid\": ${_tally_ha_pids["$1 $n"]},
+      \"log\": \"$_tally_ha_dir/$1-$n.log\"}")
   done
   printf '{"formation": "%s", "monitor_port": %s, "hosts": "%s", "ctl": %s, "nodes": [%s]}\n' \
-    "$1" "$_tally_ha_monitor_port" "$(IFS=,; echo "${hosts[*]}")" \
-    "$(printf '%s\n' "${command[@]}" | /usr/bin/python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split("\n")[:-1]))')" \
+    "$1" "$_tally_ha_monitor_port" "$(IFS=,; echo "${hosts[*]}")" "$(_tally_ha_json_list "${command[@]}")" \
     "$(IFS=,; echo "${nodes[*]}")"
+}
+
+# _tally_ha_json_list WORDS...: a JSON list of strings.
+_tally_ha_json_list() {
+  printf '%s\n' "$@" | /usr/bin/python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split("\n")[:-1]))'
 }

@@ -34,9 +34,10 @@ HA_KINDS = {
     "primary_node_loss": 4,        # keeper and PostgreSQL killed; the host is back NODE_BACK_S later
     "primary_postmaster_kill": 2,  # the postmaster alone: its keeper restarts it in place
     "primary_stall": 2,            # SIGSTOP of the node past the monitor's timeouts, then SIGCONT
+    "primary_network_cut": 3,      # its traffic dropped (iptables) while it runs; joined again NODE_BACK_S later
     "switchover": 2,               # planned: pg_autoctl perform switchover
 }
-FAILOVER_KINDS = ("primary_node_loss", "primary_stall", "switchover")
+FAILOVER_KINDS = ("primary_node_loss", "primary_stall", "primary_network_cut", "switchover")
 NODE_BACK_S = 30  # after the failover, as a host that is repaired: one back sooner holds the failover up
 HA_QUIET_S = 10  # after the formation is whole again, before its next fault: each one's recovery is its own
 
@@ -47,9 +48,10 @@ def kinds_for(ha):
 
 
 class Faults:
-    def __init__(self, cluster, seed, mean_gap_s, pause_s, log, kinds=None):
+    def __init__(self, cluster, seed, mean_gap_s, pause_s, log, kinds=None, ha_kinds=None):
         self.cluster, self.rng = cluster, random.Random(f"faults-{seed}")
         self.kinds = kinds or KINDS
+        self.ha_kinds = ha_kinds or HA_KINDS
         self.mean_gap_s, self.pause_s, self.log = mean_gap_s, pause_s, log
         self.events = []          # {"t", "kind", "target", "detail"}
         self.stop = threading.Event()
@@ -113,6 +115,13 @@ class Faults:
         elif kind == "primary_stall":
             self.record(kind, target, f"for {self.pause_s:.0f} s")
             f.stall(primary, self.pause_s)
+        elif kind == "primary_network_cut":
+            if not f.can_cut():  # not root, or no iptables: a node loss instead, said in the report
+                self.record("primary_node_loss", target, f"back after {NODE_BACK_S} s (no network cut here)")
+                f.lose(primary, NODE_BACK_S)
+                return
+            self.record(kind, target, f"joined again after {NODE_BACK_S} s")
+            f.cut(primary, NODE_BACK_S)
         else:
             self.record(kind, target)
             started = time.time()
@@ -139,7 +148,7 @@ class Faults:
 
     def run(self):
         kinds, weights = zip(*self.kinds.items())
-        ha_kinds, ha_weights = zip(*HA_KINDS.items())
+        ha_kinds, ha_weights = zip(*self.ha_kinds.items())
         while not self.stop.wait(self.rng.expovariate(1.0 / self.mean_gap_s)):
             try:
                 # A formation that is ready takes the next fault.

@@ -5,7 +5,9 @@ scripts/lib/ha.sh and described in TALLY_CHAOS_HA (tally_ha_describe). It
 finds the primary from the monitor and makes issue 29's faults on it: the
 node lost (keeper and PostgreSQL killed together, started again later as a
 host that comes back), the postmaster killed alone, the node stalled past
-the monitor's timeouts, and a planned switchover."""
+the monitor's timeouts, the node cut off the network (iptables on
+loopback, by its processes' group and its port), and a planned
+switchover."""
 import os
 import signal
 import subprocess
@@ -19,7 +21,9 @@ class Node:
     def __init__(self, spec):
         self.n, self.port, self.data, self.pgid, self.log = (spec["n"], spec["port"], spec["data"], spec["pgid"],
                                                              spec["log"])
+        self.group, self.ctl = spec["group"], spec["ctl"]  # its processes' group (as root), its keeper's command
         self.started = None  # the keeper this run started again, if any
+        self.cut_off = False
 
     def name(self, formation):
         return f"{formation}_{self.n}"
@@ -41,6 +45,13 @@ class Node:
             if pgrp == self.pgid or (postmaster is not None and ppid == postmaster):
                 out.append(pid)
         return out
+
+    def cut_rules(self):
+        """iptables rules that cut the node off loopback: everything its
+        processes send (its keeper to the monitor, its PostgreSQL's answers
+        and WAL) and everything sent to its PostgreSQL."""
+        return [["OUTPUT", "-o", "lo", "-m", "owner", "--gid-owner", self.group, "-j", "DROP"],
+                ["INPUT", "-i", "lo", "-p", "tcp", "--dport", str(self.port), "-j", "DROP"]]
 
     def signal(self, sig):
         """As a machine that stops or dies: every process at once."""
@@ -125,11 +136,36 @@ class Formation:
     def start_keeper(self, node):
         with self.lock:
             log = open(node.log, "ab")
-            node.started = subprocess.Popen(self.ctl + ["run", "--pgdata", node.data], stdout=log, stderr=log,
+            node.started = subprocess.Popen(node.ctl + ["run", "--pgdata", node.data], stdout=log, stderr=log,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
             log.close()
             node.pgid = node.started.pid
         self.log(f"ha: node {node.n} is back (keeper {node.pgid})")
+
+    def can_cut(self):
+        """A cut needs each node in a group of its own (scripts/lib/ha.sh does
+        that as root) and iptables."""
+        return all(n.group for n in self.nodes) and subprocess.run(
+            ["iptables", "-w", "-L", "OUTPUT", "-n"], capture_output=True).returncode == 0
+
+    def cut(self, node, back_after_s):
+        """Cuts the node off the network (its processes keep running, as a
+        machine behind a failed switch) and joins it again after
+        back_after_s: its keeper must fence it, the monitor promote another,
+        and the node rejoin as a standby."""
+        for rule in node.cut_rules():
+            subprocess.run(["iptables", "-w", "-I"] + rule, check=True, capture_output=True)
+        node.cut_off = True
+        threading.Timer(back_after_s, self.heal, args=(node,)).start()
+
+    def heal(self, node):
+        with self.lock:
+            if not node.cut_off:
+                return
+            for rule in node.cut_rules():
+                subprocess.run(["iptables", "-w", "-D"] + rule, capture_output=True)
+            node.cut_off = False
+        self.log(f"ha: node {node.n} is on the network again")
 
     def kill_postmaster(self, node):
         """Only the postmaster: its keeper starts it again in place."""
@@ -152,6 +188,7 @@ class Formation:
         """Ends the keepers this run started (scripts/lib/ha.sh stops the
         ones it started) and wakes any node left stopped."""
         for node in self.nodes:
+            self.heal(node)
             node.signal(signal.SIGCONT)
             if node.started is not None and node.started.poll() is None:
                 os.killpg(node.pgid, signal.SIGTERM)
