@@ -192,7 +192,7 @@ def main():
     p = add_bench("gateway", "a saga_bench run of scripts/bench-gateway or bench-compare (--rss-kb: the gateway's)",
                   gateway, [run])
     p.add_argument("--via", required=True, help="orchestrator or gateway")
-    p.add_argument("--version", help="bench-compare: base or head")
+    p.add_argument("--version", help="bench-compare: base or head; bench-ha: single or ha")
     p.add_argument("--workload", help="bench-compare: uniform, hot or half")
 
     args = parser.parse_args()

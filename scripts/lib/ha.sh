@@ -13,6 +13,7 @@
 #   tally_ha_wait FORMATION [S]   until it has a primary and two secondaries
 #   tally_ha_state FORMATION      the monitor's view (pg_autoctl show state)
 #   tally_ha_node_pid FORMATION N the process group of node N (1–3): its keeper and PostgreSQL
+#   tally_ha_node_port FORMATION N, tally_ha_node_data FORMATION N  its port, its data directory
 #   tally_ha_describe FORMATION   JSON for the chaos run: the monitor, the nodes, the keeper's command
 #   tally_ha_stop                 stops every node and the monitor
 #
@@ -205,6 +206,8 @@ tally_ha_wait() { _tally_ha_until "$1: a primary and two secondaries" "${2:-60}"
 tally_ha_state() { _tally_ha_ctl show state --monitor "$(_tally_ha_monitor_uri)" --formation "$1"; }
 
 tally_ha_node_pid() { echo "${_tally_ha_pids["$1 $2"]}"; }
+tally_ha_node_port() { echo "${_tally_ha_ports["$1 $2"]}"; }
+tally_ha_node_data() { echo "$_tally_ha_dir/$1-$2"; }
 
 tally_ha_stop() {
   local key pid group

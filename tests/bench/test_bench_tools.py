@@ -419,6 +419,35 @@ class CompareTest(ResultsTestCase):
         self.assertNotIn("db_bytes_per_transfer", summary["figures"]["base"])  # the fixture's base has none
 
 
+class HaCostTest(ResultsTestCase):
+    """fixtures/ha: the records of a real scripts/bench-ha run."""
+    bench = "ha"
+
+    def med(self, kind, workload, key):
+        return middle([r[key] for r in self.runs if r["version"] == kind and r["workload"] == workload])
+
+    def test_the_table_gives_each_kinds_median_their_ratio_and_the_targets(self):
+        out = tool("ha_cost.py", "--results", self.results).stdout
+        lines = out.splitlines()
+        with open(self.file("summary.json")) as f:
+            summary = json.load(f)
+        fig = summary["figures"]
+        for kind in ("single", "ha"):
+            self.assertEqual(fig[kind]["uniform_per_s"], self.med(kind, "uniform", "throughput"))
+            self.assertEqual(fig[kind]["half_p99_ms"], self.med(kind, "half", "p99_ms"))
+            self.assertEqual(fig[kind]["wal_bytes_per_transfer"], self.med(kind, "uniform", "wal_bytes_per_transfer"))
+        ratio = fig["ha"]["uniform_per_s"] / fig["single"]["uniform_per_s"]
+        self.assertIn(f"| completed transfers/s, closed loop | {fig['single']['uniform_per_s']:,.0f} | "
+                      f"{fig['ha']['uniform_per_s']:,.0f} | {ratio:.2f}× | >= 0.8× |", lines)
+        self.assertEqual([t["target"] for t in summary["targets"]],
+                         ["completed transfers/s, closed loop: ha / single >= 0.8×",
+                          "open loop: p99 ms: ha / single <= 1.5×"])
+        self.assertEqual(summary["targets"][0]["met"], ratio >= 0.8)
+        self.assertIn(f"WAL shipped per transfer to two standbys: {2 * fig['ha']['wal_bytes_per_transfer']:,.0f} bytes",
+                      lines)
+        self.assert_targets(lines, summary["targets"])
+
+
 class HelpTest(unittest.TestCase):
     def test_every_tool_says_what_it_reads_and_writes(self):
         for name, words in (("run_figures.py", ("runs.jsonl", "NAME.json")), ("summary.py", ("runs.jsonl", "summary.json")),

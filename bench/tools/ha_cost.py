@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""Sums up a scripts/bench-ha run: each figure's median on one server
+("single") and on the replicated cluster ("ha"), their ratio ha / single,
+and issue 29's targets for the cost of the guarantee.
+
+    ha_cost.py --results DIR
+
+Reads RESULTS/runs.jsonl (a record per run from run_figures.py gateway,
+with version single or ha and workload uniform or half); writes
+RESULTS/summary.json and prints the table (Markdown) on stdout.
+"""
+import argparse
+
+import common
+
+KINDS = ("single", "ha")
+
+
+def figures(runs, kind):
+    """The medians of one kind's runs, by figure."""
+    uniform = [r for r in runs if r["version"] == kind and r["workload"] == "uniform"]
+    half = [r for r in runs if r["version"] == kind and r["workload"] == "half"]
+    f = {
+        "uniform_per_s": common.median(uniform, "throughput"),
+        "half_offered_per_s": common.median(half, "offered_rate"),
+        "half_per_s": common.median(half, "throughput"),
+        "half_p50_ms": common.median(half, "p50_ms"),
+        "half_p99_ms": common.median(half, "p99_ms"),
+        "cpu_us_total": common.median(uniform, "cpu_us_total"),
+        "postgres_cpu_us": common.median([dict(r, pg=r["cpu_us_per_transfer"]["postgres"]) for r in uniform], "pg"),
+        "errors": sum(r["errors"] for r in uniform + half),
+        "runs": {w: [round(r["throughput"]) for r in s] for w, s in (("uniform", uniform), ("half", half))},
+    }
+    for field in ("wal_bytes_per_transfer", "db_bytes_per_transfer"):
+        if uniform and all(field in r for r in uniform):
+            f[field] = common.median(uniform, field)
+    return f
+
+
+# (label, key, format, the target on ha / single or None).
+ROWS = [
+    ("completed transfers/s, closed loop", "uniform_per_s", "{:,.0f}", (">=", 0.8)),
+    ("open loop at half the single server's peak: offered/s", "half_offered_per_s", "{:,.0f}", None),
+    ("open loop: completed/s", "half_per_s", "{:,.0f}", None),
+    ("open loop: p50 ms", "half_p50_ms", "{:.1f}", None),
+    ("open loop: p99 ms", "half_p99_ms", "{:.1f}", ("<=", 1.5)),
+    ("CPU us per transfer, services and the primary", "cpu_us_total", "{:,.0f}", None),
+    ("  of which the primary's PostgreSQL", "postgres_cpu_us", "{:,.0f}", None),
+    ("WAL bytes per transfer (on the primary; each standby receives it)", "wal_bytes_per_transfer", "{:,.0f}", None),
+    ("database bytes per transfer", "db_bytes_per_transfer", "{:,.0f}", None),
+]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", required=True, help="the results folder of scripts/bench-ha")
+    a = parser.parse_args()
+    runs = common.read_json_lines(f"{a.results}/runs.jsonl")
+    fig = {k: figures(runs, k) for k in KINDS}
+    targets, table = [], []
+    print("| figure (medians) | single | ha | ha / single | target |")
+    print("|---|---:|---:|---:|---|")
+    for label, key, fmt, target in ROWS:
+        s, h = fig["single"].get(key), fig["ha"].get(key)
+        if s is None or h is None:
+            continue
+        ratio = h / s if s else None
+        cell = "" if target is None else f"{target[0]} {target[1]}×"
+        if target is not None and ratio is not None:
+            ok = ratio >= target[1] if target[0] == ">=" else ratio <= target[1]
+            targets.append((f"{label.strip()}: ha / single {cell}", f"{ratio:.2f}×", ok))
+        table.append({"figure": label.strip(), "single": s, "ha": h, "ratio": ratio})
+        print(f"| {label} | {fmt.format(s)} | {fmt.format(h)} | {'-' if ratio is None else f'{ratio:.2f}×'} | {cell} |")
+    wal = fig["ha"].get("wal_bytes_per_transfer")
+    if wal is not None:
+        print(f"\nWAL shipped per transfer to two standbys: {2 * wal:,.0f} bytes")
+    print(f"throughput of each run: single {fig['single']['runs']}, ha {fig['ha']['runs']}")
+    print(f"errors: single {fig['single']['errors']}, ha {fig['ha']['errors']}")
+    common.print_targets(targets)
+    common.write_summary(a.results, {"figures": fig, "table": table,
+                                     "targets": [{"target": t, "measured": m, "met": k} for t, m, k in targets]})
+
+
+if __name__ == "__main__":
+    main()
