@@ -76,6 +76,32 @@ def medians(runs, field, keys):
     return {k: statistics.median(r[field][k] for r in runs) for k in keys}
 
 
+def ratio_table(rows, figures, kinds, headings, value=lambda f, key: f.get(key)):
+    """Prints, in Markdown, each of ROWS ((label, key, format, target or
+    None)) with the figure of both KINDS (keys of FIGURES; "-" where one
+    does not give it, the row left out where neither does), the ratio of
+    the second to the first and the target on it; HEADINGS are the two
+    columns'. VALUE reads a figure by its key. Returns the table's records
+    and the targets as (target, measured, met)."""
+    first, second = kinds
+    print(f"| figure (medians) | {headings[0]} | {headings[1]} | {second} / {first} | target |")
+    print("|---|---:|---:|---:|---|")
+    table, targets = [], []
+    for label, key, fmt, target in rows:
+        a, b = value(figures[first], key), value(figures[second], key)
+        if a is None and b is None:
+            continue
+        ratio = b / a if a and b is not None else None
+        cell = "" if target is None else f"{target[0]} {target[1]}×"
+        if target is not None and ratio is not None:
+            ok = ratio >= target[1] if target[0] == ">=" else ratio <= target[1]
+            targets.append((f"{label.strip()}: {second} / {first} {cell}", f"{ratio:.2f}×", ok))
+        table.append({"figure": label.strip(), first: a, second: b, "ratio": ratio})
+        shown = ["-" if v is None else fmt.format(v) for v in (a, b)]
+        print(f"| {label} | {shown[0]} | {shown[1]} | {'-' if ratio is None else f'{ratio:.2f}×'} | {cell} |")
+    return table, targets
+
+
 def print_targets(targets):
     """One line per (target, measured, met)."""
     for target, measured, ok in targets:

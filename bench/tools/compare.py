@@ -91,11 +91,6 @@ def value(f, key):
     return f.get(key)
 
 
-def shown(fmt, v):
-    """A figure as the table shows it: "-" where a version does not give it."""
-    return "-" if v is None else fmt.format(v)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", required=True, help="the results folder of scripts/bench-compare")
@@ -107,21 +102,7 @@ def main():
     runs = common.read_json_lines(f"{a.results}/runs.jsonl")
     fig = {v: figures(runs, v) for v in VERSIONS}
     base, head = fig["base"], fig["head"]
-    targets = []
-    print(f"| figure (medians) | base {a.base} | head {a.head} | head / base | target |")
-    print("|---|---:|---:|---:|---|")
-    table = []
-    for label, key, fmt, target in ROWS:
-        b, h = value(base, key), value(head, key)
-        if b is None and h is None:
-            continue
-        ratio = h / b if b and h is not None else None
-        cell = "" if target is None else f"{target[0]} {target[1]}×"
-        if target is not None and ratio is not None:
-            ok = ratio >= target[1] if target[0] == ">=" else ratio <= target[1]
-            targets.append((f"{label.strip()}: head / base {cell}", f"{ratio:.2f}×", ok))
-        table.append({"figure": label.strip(), "base": b, "head": h, "ratio": ratio})
-        print(f"| {label} | {shown(fmt, b)} | {shown(fmt, h)} | {'-' if ratio is None else f'{ratio:.2f}×'} | {cell} |")
+    table, targets = common.ratio_table(ROWS, fig, VERSIONS, (f"base {a.base}", f"head {a.head}"), value)
     ok = head["hot_over_uniform"] >= 0.8
     targets.append(("hot >= 0.8 x uniform (head)", f"{head['hot_over_uniform']:.2f}", ok))
     floor_ratio = None

@@ -57,20 +57,7 @@ def main():
     a = parser.parse_args()
     runs = common.read_json_lines(f"{a.results}/runs.jsonl")
     fig = {k: figures(runs, k) for k in KINDS}
-    targets, table = [], []
-    print("| figure (medians) | single | ha | ha / single | target |")
-    print("|---|---:|---:|---:|---|")
-    for label, key, fmt, target in ROWS:
-        s, h = fig["single"].get(key), fig["ha"].get(key)
-        if s is None or h is None:
-            continue
-        ratio = h / s if s else None
-        cell = "" if target is None else f"{target[0]} {target[1]}×"
-        if target is not None and ratio is not None:
-            ok = ratio >= target[1] if target[0] == ">=" else ratio <= target[1]
-            targets.append((f"{label.strip()}: ha / single {cell}", f"{ratio:.2f}×", ok))
-        table.append({"figure": label.strip(), "single": s, "ha": h, "ratio": ratio})
-        print(f"| {label} | {fmt.format(s)} | {fmt.format(h)} | {'-' if ratio is None else f'{ratio:.2f}×'} | {cell} |")
+    table, targets = common.ratio_table(ROWS, fig, KINDS, KINDS)
     wal = fig["ha"].get("wal_bytes_per_transfer")
     if wal is not None:
         print(f"\nWAL shipped per transfer to two standbys: {2 * wal:,.0f} bytes")
