@@ -31,7 +31,8 @@ def figures(runs, kind):
         "errors": sum(r["errors"] for r in uniform + half),
         "runs": {w: [round(r["throughput"]) for r in s] for w, s in (("uniform", uniform), ("half", half))},
     }
-    for field in ("wal_bytes_per_transfer", "db_bytes_per_transfer"):
+    for field in ("wal_bytes_per_transfer", "db_bytes_per_transfer", "rows_inserted_per_transfer",
+                  "rows_updated_per_transfer", "hot_updates_per_transfer"):
         if uniform and all(field in r for r in uniform):
             f[field] = common.median(uniform, field)
     return f
@@ -48,6 +49,9 @@ ROWS = [
     ("  of which the primary's PostgreSQL", "postgres_cpu_us", "{:,.0f}", None),
     ("WAL bytes per transfer (on the primary; each standby receives it)", "wal_bytes_per_transfer", "{:,.0f}", None),
     ("database bytes per transfer", "db_bytes_per_transfer", "{:,.0f}", None),
+    ("rows inserted per transfer", "rows_inserted_per_transfer", "{:.2f}", None),
+    ("rows updated per transfer", "rows_updated_per_transfer", "{:.2f}", None),
+    ("  of which HOT", "hot_updates_per_transfer", "{:.2f}", None),
 ]
 
 
