@@ -138,9 +138,18 @@ http_reply http_client::raw(const std::string& bytes) {
 }
 
 std::uint16_t free_port() {
+  // The kernel may give two binds in a row the same free port, and a test
+  // that asks for two (a shard each) would start both on it (seen in CI: the
+  // second shard's bind failed). No port is handed out twice per process.
+  static std::mutex mutex;
+  static std::set<std::uint16_t> handed_out;
+  const std::lock_guard lock(mutex);
   asio::io_context io;
-  asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
+  for (;;) {
+    asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
+    const auto port = a.local_endpoint().port();
+    if (handed_out.insert(port).second) return port;
+  }
 }
 
 service_process::service_process(std::string binary, std::string env_prefix, std::string conninfo, std::uint16_t port,
