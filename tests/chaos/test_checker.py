@@ -279,6 +279,19 @@ class RecoveryTest(unittest.TestCase):
         self.assertIn("primary_node_loss          1: median 10.0 s, worst 10.0 s", "\n".join(lines))
         self.assertIn("switchover                 1: no write after them", "\n".join(lines))
 
+    def test_the_longest_stretch_without_a_completed_write_follows_the_fault(self):
+        def op(t0, t1):
+            return {"kind": "transfer", "t0": t0, "t1": t1, "acked_state": "completed"}
+        # Writes go on for 2 s after the switchover (their ends: 11, 12), none
+        # ends for 5 s, then they come back every second.
+        history = [op(9.5, 10.5), op(10.0, 11.0), op(11.5, 12.0), op(12.1, 17.0), op(16.5, 18.0), op(17.5, 19.0),
+                   op(90.0, 95.0)]
+        got = report.recovery_times(history, [{"kind": "switchover", "t": 10.2}, {"kind": "switchover", "t": 20.0}],
+                                    ("switchover",))
+        self.assertEqual([(round(r["recovery_s"], 1), r["gap_s"]) for r in got], [(1.8, 5.0), (75.0, 75.0)])
+        self.assertIn("longest stretch without a completed write: median 40.0 s, worst 75.0 s",
+                      "\n".join(report.recovery_lines(got)))
+
 
 if __name__ == "__main__":
     unittest.main()

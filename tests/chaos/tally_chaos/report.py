@@ -27,19 +27,37 @@ def outcome_of(op):
 WRITES = ("credit", "deduct", "transfer", "batch")
 
 
+GAP_WINDOW_S = 60  # after a fault, where its longest stretch without a completed write is sought
+
+
 def recovery_times(history, faults, kinds):
     """Per fault of `kinds`: seconds from the fault to the end of the first
-    write begun after it that the API acknowledged completed, or None when
-    none came."""
+    write begun after it that the API acknowledged completed (None when
+    none came), and the longest stretch without any completed write in the
+    GAP_WINDOW_S after the fault (the fault's own start counts as one end).
+    The first understates a switchover, whose writes go on until the old
+    primary drains; the second is its refused writes."""
     done = sorted((op["t0"], op["t1"]) for op in history
                   if op["kind"] in WRITES and op.get("acked_state") == "completed" and not op.get("replayed")
                   and "t1" in op)
+    all_ends = sorted(t1 for _, t1 in done)
     out = []
     for e in faults:
         if e["kind"] in kinds:
             ends = [t1 for t0, t1 in done if t0 >= e["t"]]
-            out.append({"kind": e["kind"], "t": e["t"], "recovery_s": min(ends) - e["t"] if ends else None})
+            out.append({"kind": e["kind"], "t": e["t"], "recovery_s": min(ends) - e["t"] if ends else None,
+                        "gap_s": longest_gap(all_ends, e["t"])})
     return out
+
+
+def longest_gap(ends, t):
+    """The longest stretch between completions in [t, t + GAP_WINDOW_S];
+    when none falls there, up to the first one after it (None if none)."""
+    inside = [t] + [x for x in ends if t < x <= t + GAP_WINDOW_S]
+    if len(inside) == 1:
+        later = [x for x in ends if x > t]
+        return later[0] - t if later else None
+    return max(b - a for a, b in zip(inside, inside[1:]))
 
 
 def recovery_lines(recoveries):
@@ -47,8 +65,11 @@ def recovery_lines(recoveries):
     for kind in sorted({r["kind"] for r in recoveries}):
         times = sorted(r["recovery_s"] for r in recoveries if r["kind"] == kind and r["recovery_s"] is not None)
         missing = sum(1 for r in recoveries if r["kind"] == kind and r["recovery_s"] is None)
+        gaps = sorted(r["gap_s"] for r in recoveries if r["kind"] == kind and r.get("gap_s") is not None)
         if times:
             lines.append(f"  {kind:24s} {len(times):3d}: median {statistics.median(times):.1f} s, worst {times[-1]:.1f} s"
+                         + (f"; longest stretch without a completed write: median {statistics.median(gaps):.1f} s, "
+                            f"worst {gaps[-1]:.1f} s" if gaps else "")
                          + (f"; {missing} with no write after them" if missing else ""))
         else:
             lines.append(f"  {kind:24s} {missing:3d}: no write after them")
