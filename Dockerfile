@@ -22,9 +22,11 @@ ENV TALLY_SHARD_MIGRATIONS_DIR=/usr/share/tally/migrations/shard \
 USER nobody
 # The command names the program: account_shard, orchestrator, relay or gateway.
 
+# One image for a single server (postgres-entry) and for compose.yaml's ha
+# profile: pg_auto_failover's monitor and data nodes (pg-auto-failover-entry).
 FROM runtime AS postgres
-RUN ensure-packages postgresql-15
-COPY scripts/container/postgres-entry /usr/local/bin/
+RUN ensure-packages postgresql-15 postgresql-15-auto-failover pg-auto-failover-cli
+COPY scripts/container/postgres-entry scripts/container/pg-auto-failover-entry /usr/local/bin/
 USER postgres
 ENV PGDATA=/var/lib/postgresql/tally PGPORT=5432 PG_LISTEN=127.0.0.1
 ENTRYPOINT ["/usr/local/bin/postgres-entry"]

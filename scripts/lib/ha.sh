@@ -10,7 +10,12 @@
 #   tally_ha_uri FORMATION        its multi-host URI (target_session_attrs=read-write)
 #   tally_ha_conninfo FORMATION DB  the same for database DB as user postgres
 #   tally_ha_monitor_conninfo     the monitor's database (pgautofailover.node, perform_failover, which pg_autoctl perform switchover calls)
+#   tally_ha_attach PORT          a monitor started elsewhere (compose-up --ha: a container)
+#   tally_ha_wait_first FORMATION [S]  until its first node runs alone (state single)
 #   tally_ha_wait FORMATION [S]   until it has a primary and two secondaries
+#   tally_ha_until WHAT S CMD...  polls CMD every 0.2 s for up to S seconds
+#   tally_ha_monitor_settings, tally_ha_server_settings, TALLY_HA_KEEPER_SETTINGS,
+#   tally_ha_keeper_settings PGDATA CMD...  the timeouts and settings (below), for either form
 #   tally_ha_state FORMATION      the monitor's view (pg_autoctl show state)
 #   tally_ha_node_pid FORMATION N the process group of node N (1–3): its keeper and PostgreSQL
 #   tally_ha_node_port FORMATION N, tally_ha_node_data FORMATION N  its port, its data directory
@@ -81,8 +86,8 @@ _tally_ha_healthy() { _tally_ha_count "$1" primary 1 && _tally_ha_count "$1" sec
 _tally_ha_monitor_uri() { echo "$_tally_ha_monitor"; }
 _tally_ha_monitor_ready() { _tally_ha_monitor_sql "SELECT count(*) FROM pgautofailover.formation"; }
 
-# _tally_ha_until DESCRIPTION SECONDS COMMAND...: polls COMMAND every 0.2 s.
-_tally_ha_until() {
+# tally_ha_until DESCRIPTION SECONDS COMMAND...: polls COMMAND every 0.2 s.
+tally_ha_until() {
   local what=$1 seconds=$2 deadline
   shift 2
   deadline=$((SECONDS + seconds))
@@ -128,20 +133,7 @@ tally_ha_start() {
   _tally_ha_spawn "$_tally_ha_dir/monitor.log" create monitor --pgctl "$TALLY_PG_BIN/pg_ctl" \
     --pgdata "$_tally_ha_dir/monitor" --pgport "$port" --hostname 127.0.0.1 --auth trust --no-ssl --run
   _tally_ha_monitor_pid=$_tally_ha_spawned
-  _tally_ha_until "the monitor" 60 _tally_ha_monitor_ready || return 1
-  _tally_ha_monitor=$(_tally_ha_ctl show uri --pgdata "$_tally_ha_dir/monitor" --formation monitor) || return 1
-  # Health checks every second, a node unhealthy after 3 s without its
-  # keeper and a failed check, and the old primary's drain wait at 2 s
-  # (above nothing: with synchronous standbys a fenced-off primary cannot
-  # acknowledge a commit anyway).
-  _tally_ha_monitor_sql "
-ALTER SYSTEM SET pgautofailover.health_check_period = 1000;
-ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000;
-ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1;
-ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500;
-ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000;
-ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 2000;
-SELECT pg_reload_conf();" >/dev/null
+  tally_ha_attach "$port" || return 1
   _tally_ha_log "monitor on 127.0.0.1:$port ($_tally_ha_dir)"
   for formation in "$@"; do
     _tally_ha_ctl create formation --monitor "$(_tally_ha_monitor_uri)" --formation "$formation" --kind pgsql \
@@ -159,37 +151,90 @@ SELECT pg_reload_conf();" >/dev/null
       _tally_ha_group=""
       # One node at a time: the first becomes the primary, the others clone it.
       if ((n == 1)); then
-        _tally_ha_until "$formation's first node" 120 _tally_ha_count "$formation" single 1 || return 1
-        _tally_ha_settings "$formation" 1 || return 1
+        tally_ha_wait_first "$formation" || return 1
+        tally_ha_server_settings | psql "host=127.0.0.1 port=$port user=postgres dbname=postgres" -Xq \
+          -v ON_ERROR_STOP=1 >/dev/null || return 1
       else
-        _tally_ha_until "$formation's node $n" 180 _tally_ha_count "$formation" secondary $((n - 1)) || return 1
+        tally_ha_until "$formation's node $n" 180 _tally_ha_count "$formation" secondary $((n - 1)) || return 1
       fi
+      tally_ha_keeper_settings "$_tally_ha_dir/$formation-$n" _tally_ha_ctl || return 1
     done
     tally_ha_wait "$formation" 60 || return 1
     _tally_ha_log "$formation: $(tally_ha_uri "$formation")"
   done
 }
 
-# _tally_ha_settings FORMATION N: the keeper's timeouts, and the server's
-# WAL settings for this machine (the standbys clone them; pg_autoctl's own
-# defaults keep 8 GB of WAL per node for standbys that fall behind), with
-# messages in English, which the services' client reads (docs/ha.md).
-_tally_ha_settings() {
-  local pgdata="$_tally_ha_dir/$1-$2" setting
-  for setting in "timeout.network_partition_timeout 5" "timeout.postgresql_restart_failure_timeout 3" \
-    "timeout.postgresql_restart_failure_max_retries 1"; do
-    # Again while the keeper is rewriting its file (it cannot be parsed then).
-    # shellcheck disable=SC2086 # name and value
-    _tally_ha_until "$1 node $2: config set $setting" 30 _tally_ha_ctl config set --pgdata "$pgdata" $setting ||
-      return 1
-  done
-  psql "host=127.0.0.1 port=${_tally_ha_ports["$1 $2"]} user=postgres dbname=postgres" -Xq -v ON_ERROR_STOP=1 <<'SQL' >/dev/null
+# The keepers' timeouts, each "name value" (every node: any may become the
+# primary): a primary cut off from the monitor and its standbys fences itself
+# after 5 s; a PostgreSQL that fails to start is given up after one retry of
+# 3 s; a standby being promoted waits at most 2 s for its WAL receiver to
+# stop (default 5 s: the promotion's longest step on a lost primary).
+TALLY_HA_KEEPER_SETTINGS=("timeout.network_partition_timeout 5" "timeout.postgresql_restart_failure_timeout 3"
+  "timeout.postgresql_restart_failure_max_retries 1" "timeout.prepare_promotion_walreceiver 2")
+
+# tally_ha_monitor_settings: SQL for the monitor. Health checks every second,
+# a node unhealthy after 3 s without its keeper and a failed check, and the
+# old primary's drain wait at 2 s (above nothing: with synchronous standbys a
+# fenced-off primary cannot acknowledge a commit anyway).
+tally_ha_monitor_settings() {
+  cat <<'SQL'
+ALTER SYSTEM SET pgautofailover.health_check_period = 1000;
+ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000;
+ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1;
+ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500;
+ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000;
+ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 2000;
+SELECT pg_reload_conf();
+SQL
+}
+
+# tally_ha_server_settings: SQL for a formation's first node (the standbys
+# clone it): WAL settings for this machine (pg_autoctl's own defaults keep
+# 8 GB of WAL per node for standbys that fall behind), and messages in
+# English, which the services' client reads (docs/ha.md).
+tally_ha_server_settings() {
+  cat <<'SQL'
 ALTER SYSTEM SET wal_keep_size = '512MB';
 ALTER SYSTEM SET wal_compression = 'lz4';
 ALTER SYSTEM SET max_wal_size = '2GB';
 ALTER SYSTEM SET lc_messages = 'C';
 SELECT pg_reload_conf();
 SQL
+}
+
+# tally_ha_keeper_settings PGDATA PG_AUTOCTL...: TALLY_HA_KEEPER_SETTINGS in
+# the file of the keeper of PGDATA, where PG_AUTOCTL... runs pg_autoctl as
+# the node's user. A running keeper that rewrites its file before it has
+# reloaded it undoes a `config set` (seen), so the values are set again
+# until they have held for 3 s.
+tally_ha_keeper_settings() {
+  local since="" deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    if _tally_ha_keeper_settings_hold "$@"; then
+      [[ -z $since ]] && since=$SECONDS
+      ((SECONDS - since >= 3)) && return 0
+    else
+      since=""
+    fi
+    sleep 0.2
+  done
+  _tally_ha_log "$1: the keeper's settings did not hold"
+  return 1
+}
+
+# _tally_ha_keeper_settings_hold PGDATA PG_AUTOCTL...: whether the file holds
+# every value; sets those it does not.
+_tally_ha_keeper_settings_hold() {
+  local pgdata=$1 setting name value held=0
+  shift
+  for setting in "${TALLY_HA_KEEPER_SETTINGS[@]}"; do
+    read -r name value <<<"$setting"
+    if [[ $("$@" config get --pgdata "$pgdata" "$name" 2>/dev/null) != "$value" ]]; then
+      held=1
+      "$@" config set --pgdata "$pgdata" "$name" "$value" >/dev/null 2>&1 || true
+    fi
+  done
+  return $held
 }
 
 tally_ha_uri() { _tally_ha_ctl show uri --monitor "$(_tally_ha_monitor_uri)" --formation "$1"; }
@@ -201,7 +246,18 @@ tally_ha_conninfo() {
   echo "postgres://postgres@${uri#postgres://}"
 }
 
-tally_ha_wait() { _tally_ha_until "$1: a primary and two secondaries" "${2:-60}" _tally_ha_healthy "$1"; }
+# tally_ha_attach PORT: the monitor on PORT (started here, or in a container)
+# once it answers, with the timeouts of tally_ha_monitor_settings.
+tally_ha_attach() {
+  _tally_ha_monitor_port=$1
+  _tally_ha_monitor="postgres://autoctl_node@127.0.0.1:$1/pg_auto_failover?sslmode=prefer"
+  tally_ha_until "the monitor" 120 _tally_ha_monitor_ready || return 1
+  _tally_ha_monitor_sql "$(tally_ha_monitor_settings)" >/dev/null
+}
+
+tally_ha_wait_first() { tally_ha_until "$1's first node" "${2:-120}" _tally_ha_count "$1" single 1; }
+
+tally_ha_wait() { tally_ha_until "$1: a primary and two secondaries" "${2:-60}" _tally_ha_healthy "$1"; }
 
 tally_ha_state() { _tally_ha_ctl show state --monitor "$(_tally_ha_monitor_uri)" --formation "$1"; }
 
@@ -218,10 +274,10 @@ tally_ha_stop() {
   if [[ -n $_tally_ha_monitor_pid ]]; then kill -TERM -- "-$_tally_ha_monitor_pid" 2>/dev/null || true; fi
   for key in "${!_tally_ha_pids[@]}"; do
     pid=${_tally_ha_pids[$key]}
-    _tally_ha_until "node $key to stop" 30 _tally_ha_gone "$pid" || kill -KILL -- "-$pid" 2>/dev/null || true
+    tally_ha_until "node $key to stop" 30 _tally_ha_gone "$pid" || kill -KILL -- "-$pid" 2>/dev/null || true
   done
   if [[ -n $_tally_ha_monitor_pid ]]; then
-    _tally_ha_until "the monitor to stop" 30 _tally_ha_gone "$_tally_ha_monitor_pid" ||
+    tally_ha_until "the monitor to stop" 30 _tally_ha_gone "$_tally_ha_monitor_pid" ||
       kill -KILL -- "-$_tally_ha_monitor_pid" 2>/dev/null || true
   fi
   for key in "${!_tally_ha_ports[@]}"; do
@@ -233,25 +289,24 @@ tally_ha_stop() {
   _tally_ha_monitor=""
 }
 
-# tally_ha_describe FORMATION: {"formation", "monitor_port", "hosts", "ctl",
+# tally_ha_describe FORMATION: {"formation", "monitor_port", "ctl",
 # "nodes": [{"n", "port", "data", "group", "ctl", "pgid", "log"}]}, where ctl is the command
 # that runs pg_autoctl as this helper does (as postgres, its state under the
 # HA directory) and pgid each node's process group, for a run that kills and
 # restarts nodes itself (tests/chaos/tally_chaos/ha.py).
 tally_ha_describe() {
-  local command node_command n port group nodes=() hosts=()
+  local command node_command n port group nodes=()
   _tally_ha_command command
   for n in 1 2 3; do
     port=${_tally_ha_ports["$1 $n"]}
     group=$(tally_ha_node_group "$port") || group=""
     _tally_ha_group=$group _tally_ha_command node_command
-    hosts+=("127.0.0.1:$port")
     nodes+=("{\"n\": $n, \"port\": $port, \"data\": \"$_tally_ha_dir/$1-$n\", \"group\": \"$group\",
       \"ctl\": $(_tally_ha_json_list "${node_command[@]}"), \"pgid\": ${_tally_ha_pids["$1 $n"]},
       \"log\": \"$_tally_ha_dir/$1-$n.log\"}")
   done
-  printf '{"formation": "%s", "monitor_port": %s, "hosts": "%s", "ctl": %s, "nodes": [%s]}\n' \
-    "$1" "$_tally_ha_monitor_port" "$(IFS=,; echo "${hosts[*]}")" "$(_tally_ha_json_list "${command[@]}")" \
+  printf '{"formation": "%s", "monitor_port": %s, "ctl": %s, "nodes": [%s]}\n' \
+    "$1" "$_tally_ha_monitor_port" "$(_tally_ha_json_list "${command[@]}")" \
     "$(IFS=,; echo "${nodes[*]}")"
 }
 

@@ -35,13 +35,13 @@ def make_cluster(args):
     if args.form == "local":
         from tally_chaos.local import LocalCluster
         if args.ha:
-            from tally_chaos.ha import Formation
+            from tally_chaos.ha import LocalFormation
             return LocalCluster(ROOT, args.bin_dir, args.out, [], log,
-                                Formation(json.loads(os.environ["TALLY_CHAOS_HA"]), log))
+                                LocalFormation(json.loads(os.environ["TALLY_CHAOS_HA"]), log))
         pg = json.loads(os.environ["TALLY_CHAOS_PG"])
         return LocalCluster(ROOT, args.bin_dir, args.out, pg, log)
     from tally_chaos.compose import ComposeCluster
-    return ComposeCluster(args.out, log)
+    return ComposeCluster(args.out, log, ha=args.ha)
 
 
 def sampler(cluster, samples, history, faults, audit, stop, t0, every_s=1.0, progress_s=10.0):
@@ -80,7 +80,7 @@ def quiesce(cluster, deadline_s):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--form", choices=["local", "compose"], default="local")
-    p.add_argument("--ha", action="store_true", help="local form: every database on one replicated cluster")
+    p.add_argument("--ha", action="store_true", help="every database on one replicated cluster (scripts/chaos --ha, scripts/chaos-compose --ha)")
     p.add_argument("--duration", type=float, default=180, help="seconds of faults")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--clients", type=int, default=12)

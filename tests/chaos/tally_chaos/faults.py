@@ -103,6 +103,7 @@ class Faults:
         f = self.cluster.formation
         primary = f.primary()
         if primary is None:
+            self.log(f"fault not injected: {kind}: the formation has no primary now")
             return
         self.formation_whole_since = None
         target = f"node {primary.n}"

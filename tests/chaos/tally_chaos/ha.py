@@ -1,13 +1,14 @@
-"""The replicated cluster of the local form's --ha run: one pg_auto_failover
-formation (a primary and two synchronous-quorum standbys) holding every
-shard's database and the saga store, started by scripts/chaos with
-scripts/lib/ha.sh and described in TALLY_CHAOS_HA (tally_ha_describe). It
-finds the primary from the monitor and makes issue 29's faults on it: the
-node lost (keeper and PostgreSQL killed together, started again later as a
-host that comes back), the postmaster killed alone, the node stalled past
-the monitor's timeouts, the node cut off the network (iptables on
-loopback, by its processes' group and its port), and a planned
-switchover."""
+"""The replicated cluster of an --ha run: one pg_auto_failover formation (a
+primary and two synchronous-quorum standbys) holding every shard's database
+(tally_0 .. tally_2) and the saga store (tally_3). Formation finds the
+primary from the monitor and cuts a node off the network (iptables on
+loopback, by its processes' group and its port); each form makes the other
+faults of issue 29 its own way: the node lost (keeper and PostgreSQL killed
+together, started again later as a host that comes back), the postmaster
+killed alone, the node stalled past the monitor's timeouts, and a planned
+switchover. LocalFormation is the local form's, started by scripts/chaos
+with scripts/lib/ha.sh and described in TALLY_CHAOS_HA
+(tally_ha_describe); tally_chaos.compose has compose.yaml's."""
 import os
 import signal
 import subprocess
@@ -18,15 +19,25 @@ import psycopg2
 
 
 class Node:
-    def __init__(self, spec):
-        self.n, self.port, self.data, self.pgid, self.log = (spec["n"], spec["port"], spec["data"], spec["pgid"],
-                                                             spec["log"])
-        self.group, self.ctl = spec["group"], spec["ctl"]  # its processes' group (as root), its keeper's command
-        self.started = None  # the keeper this run started again, if any
+    def __init__(self, n, name, port, group):
+        self.n, self.name, self.port = n, name, port  # its number, its name on the monitor
+        self.group = group  # its processes' group, for the cut ("" where there is none)
         self.cut_off = False
 
-    def name(self, formation):
-        return f"{formation}_{self.n}"
+    def cut_rules(self):
+        """iptables rules that cut the node off loopback: everything its
+        processes send (its keeper to the monitor, its PostgreSQL's answers
+        and WAL) and everything sent to its PostgreSQL."""
+        return [["OUTPUT", "-o", "lo", "-m", "owner", "--gid-owner", self.group, "-j", "DROP"],
+                ["INPUT", "-i", "lo", "-p", "tcp", "--dport", str(self.port), "-j", "DROP"]]
+
+
+class LocalNode(Node):
+    def __init__(self, formation, spec):
+        super().__init__(spec["n"], f"{formation}_{spec['n']}", spec["port"], spec["group"])
+        self.data, self.pgid, self.log = spec["data"], spec["pgid"], spec["log"]
+        self.ctl = spec["ctl"]  # its keeper's command
+        self.started = None  # the keeper this run started again, if any
 
     def postmaster_pid(self):
         with open(os.path.join(self.data, "postmaster.pid")) as f:
@@ -45,13 +56,6 @@ class Node:
             if pgrp == self.pgid or (postmaster is not None and ppid == postmaster):
                 out.append(pid)
         return out
-
-    def cut_rules(self):
-        """iptables rules that cut the node off loopback: everything its
-        processes send (its keeper to the monitor, its PostgreSQL's answers
-        and WAL) and everything sent to its PostgreSQL."""
-        return [["OUTPUT", "-o", "lo", "-m", "owner", "--gid-owner", self.group, "-j", "DROP"],
-                ["INPUT", "-i", "lo", "-p", "tcp", "--dport", str(self.port), "-j", "DROP"]]
 
     def signal(self, sig):
         """As a machine that stops or dies: every process at once."""
@@ -76,11 +80,11 @@ def proc_table():
 
 
 class Formation:
-    def __init__(self, spec, log):
-        self.formation, self.monitor_port, self.hosts, self.ctl = (spec["formation"], spec["monitor_port"],
-                                                                   spec["hosts"], spec["ctl"])
-        self.nodes = [Node(n) for n in spec["nodes"]]
-        self.log = log
+    """What both forms share: the monitor's view and the network cut."""
+
+    def __init__(self, formation, monitor_port, nodes, log):
+        self.formation, self.monitor_port, self.nodes, self.log = formation, monitor_port, nodes, log
+        self.hosts = ",".join(f"127.0.0.1:{node.port}" for node in nodes)
         self.lock = threading.Lock()
 
     def conninfo(self, db):
@@ -120,27 +124,17 @@ class Formation:
         return False
 
     def primary(self):
+        states = self.states()
         for node in self.nodes:
-            if self.states().get(node.name(self.formation)) == ("primary", "primary"):
+            if states.get(node.name) == ("primary", "primary"):
                 return node
         return None
 
-    # -- faults --------------------------------------------------------------------
-    def lose(self, node, back_after_s):
-        """Kills the node's keeper and PostgreSQL together; its host comes
-        back after back_after_s: the keeper starts again and rejoins the
-        formation as a standby of the new primary (pg_rewind)."""
-        node.signal(signal.SIGKILL)
-        threading.Timer(back_after_s, self.start_keeper, args=(node,)).start()
-
-    def start_keeper(self, node):
-        with self.lock:
-            log = open(node.log, "ab")
-            node.started = subprocess.Popen(node.ctl + ["run", "--pgdata", node.data], stdout=log, stderr=log,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
-            log.close()
-            node.pgid = node.started.pid
-        self.log(f"ha: node {node.n} is back (keeper {node.pgid})")
+    def switchover_args(self):
+        """pg_autoctl's arguments for a planned switchover, which return once
+        the monitor reports it done."""
+        monitor = f"postgresql://autoctl_node@127.0.0.1:{self.monitor_port}/pg_auto_failover"
+        return ["perform", "switchover", "--monitor", monitor, "--formation", self.formation]
 
     def can_cut(self):
         """A cut needs each node in a group of its own (scripts/lib/ha.sh does
@@ -167,6 +161,32 @@ class Formation:
             node.cut_off = False
         self.log(f"ha: node {node.n} is on the network again")
 
+
+class LocalFormation(Formation):
+    """The local form's: the nodes are process groups of this machine."""
+
+    def __init__(self, spec, log):
+        super().__init__(spec["formation"], spec["monitor_port"],
+                         [LocalNode(spec["formation"], n) for n in spec["nodes"]], log)
+        self.ctl = spec["ctl"]
+
+    # -- faults --------------------------------------------------------------------
+    def lose(self, node, back_after_s):
+        """Kills the node's keeper and PostgreSQL together; its host comes
+        back after back_after_s: the keeper starts again and rejoins the
+        formation as a standby of the new primary (pg_rewind)."""
+        node.signal(signal.SIGKILL)
+        threading.Timer(back_after_s, self.start_keeper, args=(node,)).start()
+
+    def start_keeper(self, node):
+        with self.lock:
+            log = open(node.log, "ab")
+            node.started = subprocess.Popen(node.ctl + ["run", "--pgdata", node.data], stdout=log, stderr=log,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            log.close()
+            node.pgid = node.started.pid
+        self.log(f"ha: node {node.n} is back (keeper {node.pgid})")
+
     def kill_postmaster(self, node):
         """Only the postmaster: its keeper starts it again in place."""
         os.kill(node.postmaster_pid(), signal.SIGKILL)
@@ -178,11 +198,7 @@ class Formation:
         threading.Timer(for_s, node.signal, args=(signal.SIGCONT,)).start()
 
     def switchover(self):
-        """A planned switchover (pg_autoctl perform switchover); returns
-        once the monitor reports it done."""
-        monitor = f"postgresql://autoctl_node@127.0.0.1:{self.monitor_port}/pg_auto_failover"
-        subprocess.run(self.ctl + ["perform", "switchover", "--monitor", monitor, "--formation", self.formation],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(self.ctl + self.switchover_args(), check=True, capture_output=True, timeout=120)
 
     def stop(self):
         """Ends the keepers this run started (scripts/lib/ha.sh stops the
