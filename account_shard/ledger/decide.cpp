@@ -1,6 +1,5 @@
 #include "account_shard/ledger/decide.hpp"
 
-#include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +24,6 @@ constexpr contract::enum_names<reply_status, 6> reply_status_names{{{reply_statu
                                                                     {reply_status::already_applied, "already_applied"},
                                                                     {reply_status::retry, "retry"}}};
 
-bool add_overflows(std::int64_t a, std::int64_t b) { return a > std::numeric_limits<std::int64_t>::max() - b; }
 }  // namespace
 
 std::string_view to_string(account_status s) { return contract::name_of(account_status_names, s); }
@@ -135,78 +133,6 @@ std::optional<std::vector<lot_part>> batch_state::allocate_from(const account_ro
   return allocate(candidates, amount, now_ms);
 }
 
-std::vector<lot_part> batch_state::held_parts(const command& c) const {
-  auto it = operations.find(op_key{c.tenant, c.account_id, "hold", c.biz_id}.flat());
-  return it == operations.end() ? std::vector<lot_part>{} : it->second.lots;
-}
-
-std::vector<lot_part> batch_state::refund_to_lots(account_row& a, const operation_row& original, const command& c,
-                                                  std::int64_t amount) {
-  std::vector<lot_part> out;
-  std::int64_t regrant = 0;
-  std::string regrant_rule = "1";
-  // An original from before lots existed names none: its refund is a new,
-  // non-expiring lot.
-  if (original.lots.empty()) return {grant_lot(a, {0, amount, std::nullopt, "1"}, lot_origin::refund, c)};
-  for (const auto& p : refund_parts(original.lots, original.refunded, amount)) {
-    lot_row* l = find_lot(a, p.lot_id);
-    if (!l) throw std::logic_error("a refund's original names a lot the batch did not read");
-    if (l->state == lot_state::expired || l->due_at(now_ms)) {
-      if (regrant == 0) regrant_rule = l->rule_version;
-      regrant += p.amount;
-      continue;
-    }
-    l->remaining += p.amount;
-    if (l->state == lot_state::exhausted) l->state = lot_state::open;
-    l->dirty = true;
-    out.push_back(p);
-  }
-  if (regrant > 0) {
-    // The part whose lot has expired goes into a new lot that expires
-    // refund.expired_lot_grace from now; the lot records that rule.
-    auto part = grant_lot(a, {0, regrant, now_ms + refund_grace_ms, regrant_rule}, lot_origin::refund, c);
-    lots[account_key(a.tenant, a.account_id)].back().grace_ms = refund_grace_ms;
-    out.push_back(part);
-  }
-  return out;
-}
-
-std::vector<lot_part> batch_state::release_parts(account_row& a, const std::vector<lot_part>& parts) {
-  std::vector<lot_part> expired;
-  for (const auto& p : parts) {
-    lot_row* l = find_lot(a, p.lot_id);
-    if (!l) throw std::logic_error("a hold names a lot the batch did not read");
-    l->held -= p.amount;
-    l->dirty = true;
-    if (l->state != lot_state::expired) continue;
-    // Its lot expired while held: the part expires now.
-    l->remaining -= p.amount;
-    l->expired += p.amount;
-    a.balance -= p.amount;
-    expired.push_back(p);
-  }
-  return expired;
-}
-
-void batch_state::record_release_expiry(account_row& a, const command& c, std::vector<lot_part> expired) {
-  if (expired.empty()) return;
-  std::int64_t total = 0;
-  for (const auto& p : expired) total += p.amount;
-  operation_row op;
-  op.key = {c.tenant, c.account_id, "expire", "hold:" + c.biz_id};
-  op.request_hash = c.request_hash;
-  op.amount = total;
-  op.ledger_seq = take_seq();
-  op.lots = std::move(expired);
-  // Its balance_after is the one after the whole command (the caller's
-  // figures); the entry's is right after this expiry.
-  ledger.push_back({*op.ledger_seq, op.key, -total, a.balance, std::nullopt});
-  op.balance_after = a.balance;
-  op.held_after = a.held;
-  op.version_after = a.version + 1;
-  record(std::move(op));
-}
-
 namespace {
 
 reply from_operation(const operation_row& op, command_kind kind, bool replayed) {
@@ -229,219 +155,92 @@ reply from_operation(const operation_row& op, command_kind kind, bool replayed) 
 
 }  // namespace
 
-reply batch_state::decide(const command& c) {
-  const op_key key = c.key();
-  if (auto it = operations.find(key.flat()); it != operations.end()) {
-    const operation_row& op = it->second;
-    if (op.state == op_state::cancelled) return from_operation(op, c.kind, c.kind == command_kind::cancel_key);
-    if (c.kind == command_kind::cancel_key) {
-      reply r = from_operation(op, c.kind, false);
-      r.status = reply_status::already_applied;
-      r.applied_state = op.state;
-      r.applied_code = op.reason;
-      r.code.clear();
-      return r;
-    }
-    if (op.request_hash != c.request_hash) {
-      reply r;
-      r.status = reply_status::conflict;
-      r.code = "idempotency_conflict";
-      r.kind = c.kind;
-      r.biz_id = c.biz_id;
-      return r;
-    }
-    return from_operation(op, c.kind, true);
+reply batch_state::replay(const command& c, const operation_row& op) {
+  if (op.state == op_state::cancelled) return from_operation(op, c.kind, c.kind == command_kind::cancel_key);
+  if (c.kind == command_kind::cancel_key) {
+    reply r = from_operation(op, c.kind, false);
+    r.status = reply_status::already_applied;
+    r.applied_state = op.state;
+    r.applied_code = op.reason;
+    r.code.clear();
+    return r;
   }
-
-  operation_row op;
-  op.key = key;
-  op.request_hash = c.request_hash;
-  auto retry = [&](std::string code) {
+  if (op.request_hash != c.request_hash) {
     reply r;
-    r.status = reply_status::retry;
-    r.code = std::move(code);
+    r.status = reply_status::conflict;
+    r.code = "idempotency_conflict";
     r.kind = c.kind;
     r.biz_id = c.biz_id;
     return r;
-  };
-  auto finish = [&](op_state state, std::string reason, const account_row* a) {
-    op.state = state;
-    op.reason = std::move(reason);
-    if (a) {
-      op.balance_after = a->balance;
-      op.held_after = a->held;
-      op.version_after = a->version;
-    }
-    reply r = from_operation(op, c.kind, false);
-    record(std::move(op));
-    return r;
-  };
-
-  if (c.kind == command_kind::cancel_key) return finish(op_state::cancelled, "", nullptr);
-
-  auto acc_it = accounts.find(account_key(c.tenant, c.account_id));
-  account_row* a = acc_it == accounts.end() ? nullptr : &acc_it->second;
-
-  if (c.kind == command_kind::open_account) {
-    if (!a) {
-      account_row fresh{c.tenant, c.account_id, 0, 0, account_status::active, 0, true, true};
-      a = &accounts.emplace(account_key(c.tenant, c.account_id), std::move(fresh)).first->second;
-      emit(*a, "account.opened", c);
-      op.ledger_seq = take_seq();
-      // The opening entry is the ledger's baseline for reconciliation.
-      ledger.push_back({*op.ledger_seq, key, 0, 0, std::nullopt});
-    }
-    return finish(op_state::succeeded, "", a);
   }
+  return from_operation(op, c.kind, true);
+}
 
+reply batch_state::finish(decision& d, op_state state, std::string reason) {
+  d.op.state = state;
+  d.op.reason = std::move(reason);
+  if (d.a) {
+    d.op.balance_after = d.a->balance;
+    d.op.held_after = d.a->held;
+    d.op.version_after = d.a->version;
+  }
+  reply r = from_operation(d.op, d.c.kind, false);
+  record(std::move(d.op));
+  return r;
+}
+
+reply batch_state::retry(const command& c, std::string code) {
+  reply r;
+  r.status = reply_status::retry;
+  r.code = std::move(code);
+  r.kind = c.kind;
+  r.biz_id = c.biz_id;
+  return r;
+}
+
+reply batch_state::decide_open_account(decision& d) {
+  const command& c = d.c;
+  if (!d.a) {
+    account_row fresh{c.tenant, c.account_id, 0, 0, account_status::active, 0, true, true};
+    d.a = &accounts.emplace(account_key(c.tenant, c.account_id), std::move(fresh)).first->second;
+    emit(*d.a, "account.opened", c);
+    d.op.ledger_seq = take_seq();
+    // The opening entry is the ledger's baseline for reconciliation.
+    ledger.push_back({*d.op.ledger_seq, d.op.key, 0, 0, std::nullopt});
+  }
+  return finish(d, op_state::succeeded, "");
+}
+
+reply batch_state::decide(const command& c) {
+  decision d{c, {}, nullptr};
+  d.op.key = c.key();
+  if (auto it = operations.find(d.op.key.flat()); it != operations.end()) return replay(c, it->second);
+  d.op.request_hash = c.request_hash;
+
+  if (c.kind == command_kind::cancel_key) return finish(d, op_state::cancelled, "");
+  if (auto it = accounts.find(account_key(c.tenant, c.account_id)); it != accounts.end()) d.a = &it->second;
+  if (c.kind == command_kind::open_account) return decide_open_account(d);
   if (c.kind == command_kind::release) {
     auto hk = hold_key(c.tenant, c.account_id, c.biz_id);
-    auto h = holds.find(hk);
-    if (h == holds.end()) {
+    if (!holds.contains(hk)) {
       // Released before its hold arrived: a tombstone refuses the late hold.
       holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, 0, 0, hold_state::released, true, true});
-      return finish(op_state::succeeded, "", a);
+      return finish(d, op_state::succeeded, "");
     }
   }
 
-  if (!a) return finish(op_state::rejected, "account_not_found", nullptr);
-  if (a->status == account_status::frozen) return retry("account_frozen");
-  if (a->status == account_status::closed) return finish(op_state::rejected, "account_closed", a);
+  if (!d.a) return finish(d, op_state::rejected, "account_not_found");
+  if (d.a->status == account_status::frozen) return retry(c, "account_frozen");
+  if (d.a->status == account_status::closed) return finish(d, op_state::rejected, "account_closed");
 
   switch (c.kind) {
-    case command_kind::credit: {
-      if (add_overflows(a->balance, c.amount)) return finish(op_state::rejected, "balance_overflow", a);
-      a->balance += c.amount;
-      op.amount = c.amount;
-      if (c.lots.empty()) {
-        op.lots.push_back(grant_lot(*a, {0, c.amount, c.expires_at, c.rule_version}, lot_origin::grant, c));
-      } else {
-        for (const auto& part : c.lots) op.lots.push_back(grant_lot(*a, part, lot_origin::transfer, c));
-      }
-      op.ledger_seq = take_seq();
-      ledger.push_back({*op.ledger_seq, key, c.amount, a->balance, std::nullopt});
-      emit(*a, "account.credited", c);
-      return finish(op_state::succeeded, "", a);
-    }
-    case command_kind::debit: {
-      if (a->balance - a->held < c.amount) return finish(op_state::rejected, "insufficient_funds", a);
-      auto parts = allocate_from(*a, c.amount);
-      if (!parts) return finish(op_state::rejected, "insufficient_funds", a);
-      for (const auto& p : *parts) {
-        lot_row* l = find_lot(*a, p.lot_id);
-        l->remaining -= p.amount;
-        if (l->remaining == 0) l->state = lot_state::exhausted;
-        l->dirty = true;
-      }
-      op.lots = std::move(*parts);
-      a->balance -= c.amount;
-      op.amount = c.amount;
-      op.ledger_seq = take_seq();
-      ledger.push_back({*op.ledger_seq, key, -c.amount, a->balance, std::nullopt});
-      emit(*a, "account.debited", c);
-      return finish(op_state::succeeded, "", a);
-    }
-    case command_kind::hold: {
-      auto hk = hold_key(c.tenant, c.account_id, c.biz_id);
-      if (holds.contains(hk)) return finish(op_state::rejected, "hold_released", a);  // a tombstone
-      if (a->balance - a->held < c.amount) return finish(op_state::rejected, "insufficient_funds", a);
-      auto parts = allocate_from(*a, c.amount);
-      if (!parts) return finish(op_state::rejected, "insufficient_funds", a);
-      for (const auto& p : *parts) {
-        lot_row* l = find_lot(*a, p.lot_id);
-        l->held += p.amount;
-        l->dirty = true;
-      }
-      op.lots = std::move(*parts);
-      a->held += c.amount;
-      op.amount = c.amount;
-      holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, c.amount, 0, hold_state::held, true, true});
-      emit(*a, "account.held", c);
-      return finish(op_state::succeeded, "", a);
-    }
-    case command_kind::capture: {
-      auto h = holds.find(hold_key(c.tenant, c.account_id, c.biz_id));
-      if (h == holds.end()) return retry("hold_not_found");
-      hold_row& hold = h->second;
-      if (hold.state == hold_state::released) return finish(op_state::rejected, "hold_released", a);
-      if (hold.state == hold_state::captured) return finish(op_state::rejected, "hold_captured", a);
-      std::int64_t take = c.amount == 0 ? hold.amount : c.amount;
-      if (take > hold.amount) return finish(op_state::rejected, "capture_exceeds_hold", a);
-      // A partial capture releases the rest of the hold.
-      auto split = split_capture(held_parts(c), take);
-      for (const auto& p : split.consumed) {
-        lot_row* l = find_lot(*a, p.lot_id);
-        if (!l) throw std::logic_error("a hold names a lot the batch did not read");
-        l->held -= p.amount;
-        l->remaining -= p.amount;
-        if (l->remaining == 0 && l->state == lot_state::open) l->state = lot_state::exhausted;
-        l->dirty = true;
-      }
-      a->held -= hold.amount;
-      a->balance -= take;
-      hold.captured = take;
-      hold.state = hold_state::captured;
-      hold.dirty = true;
-      op.amount = take;
-      op.lots = std::move(split.consumed);
-      op.ledger_seq = take_seq();
-      ledger.push_back({*op.ledger_seq, key, -take, a->balance, std::nullopt});
-      record_release_expiry(*a, c, release_parts(*a, split.released));
-      emit(*a, "account.captured", c);
-      return finish(op_state::succeeded, "", a);
-    }
-    case command_kind::release: {
-      hold_row& hold = holds.find(hold_key(c.tenant, c.account_id, c.biz_id))->second;
-      if (hold.state == hold_state::captured) return finish(op_state::rejected, "hold_captured", a);
-      if (hold.state == hold_state::held) {
-        a->held -= hold.amount;
-        record_release_expiry(*a, c, release_parts(*a, held_parts(c)));
-        op.amount = hold.amount;
-        hold.state = hold_state::released;
-        hold.dirty = true;
-        emit(*a, "account.released", c);
-      }
-      return finish(op_state::succeeded, "", a);
-    }
-    case command_kind::refund: {
-      auto orig_it = operations.find(c.target_key().flat());
-      // Never credit on a guess: an original not yet visible is retried.
-      if (orig_it == operations.end()) return retry("original_not_found");
-      operation_row& orig = orig_it->second;
-      if (orig.state != op_state::succeeded) return finish(op_state::rejected, "original_not_succeeded", a);
-      // Without an amount: what is left of the original, decided here under
-      // its lock, so concurrent revokes never give back a unit twice. When
-      // nothing is left the refund succeeds with nothing to write.
-      const std::int64_t give = c.amount == 0 ? orig.amount - orig.refunded : c.amount;
-      if (give == 0) return finish(op_state::succeeded, "", a);
-      if (orig.refunded + give > orig.amount) return finish(op_state::rejected, "refund_exceeds_original", a);
-      if (add_overflows(a->balance, give)) return finish(op_state::rejected, "balance_overflow", a);
-      op.lots = refund_to_lots(*a, orig, c, give);
-      orig.refunded += give;
-      orig.dirty = true;
-      a->balance += give;
-      op.amount = give;
-      op.ledger_seq = take_seq();
-      ledger.push_back({*op.ledger_seq, key, give, a->balance, orig.ledger_seq});
-      emit(*a, "account.refunded", c);
-      return finish(op_state::succeeded, "", a);
-    }
-    case command_kind::expire: {
-      lot_row* l = find_lot(*a, *lot_id_of(c.biz_id));
-      if (!l || l->state != lot_state::open || !l->due_at(now_ms)) return retry("lot_not_due");
-      std::int64_t gone = l->available();
-      l->remaining -= gone;
-      l->expired += gone;
-      l->state = lot_state::expired;
-      l->dirty = true;
-      a->balance -= gone;
-      op.amount = gone;
-      op.lots.push_back({l->lot_id, gone, l->expires_at, l->rule_version});
-      op.ledger_seq = take_seq();
-      ledger.push_back({*op.ledger_seq, key, -gone, a->balance, std::nullopt});
-      emit(*a, "account.expired", c);
-      return finish(op_state::succeeded, "", a);
-    }
+    case command_kind::credit: return decide_credit(d);
+    case command_kind::debit: return decide_debit(d);
+    case command_kind::hold: return decide_hold(d);
+    case command_kind::capture: return decide_capture(d);
+    case command_kind::release: return decide_release(d);
+    case command_kind::refund: return decide_refund(d);
+    case command_kind::expire: return decide_expire(d);
     case command_kind::open_account:
     case command_kind::cancel_key: break;
   }

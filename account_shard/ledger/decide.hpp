@@ -136,6 +136,31 @@ class batch_state {
   reply decide(const command& c);
 
  private:
+  // The command being decided: its operation row as it is built, and its
+  // account (none yet: not found, or not opened).
+  struct decision {
+    const command& c;
+    operation_row op;
+    account_row* a = nullptr;
+  };
+  // A command whose key is stored: the stored outcome, already_applied for
+  // a cancel_key, or a conflict when its content differs.
+  static reply replay(const command& c, const operation_row& op);
+  // Records the operation with its outcome and the account's figures after it.
+  reply finish(decision& d, op_state state, std::string reason);
+  // Not decided now, nothing stored: resend the same key later.
+  static reply retry(const command& c, std::string code);
+  reply decide_open_account(decision& d);
+  // One per kind of command on an account that exists and is active
+  // (decide_commands.cpp).
+  reply decide_credit(decision& d);
+  reply decide_debit(decision& d);
+  reply decide_refund(decision& d);
+  reply decide_expire(decision& d);
+  reply decide_hold(decision& d);
+  reply decide_capture(decision& d);
+  reply decide_release(decision& d);
+
   std::int64_t take_seq();
   void record(operation_row op);
   void emit(account_row& a, std::string_view type, const command& c);

@@ -5,6 +5,7 @@
 // non-expiring last, ties by grant order (the lot id). These functions
 // decide which lot gives or takes how much; decide.cpp applies them.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,6 +13,9 @@
 #include <vector>
 
 namespace tally::shard {
+
+// Whether a + b (b >= 0) passes the largest amount a balance or lot holds.
+inline bool add_overflows(std::int64_t a, std::int64_t b) { return a > std::numeric_limits<std::int64_t>::max() - b; }
 
 enum class lot_state { open, exhausted, expired };
 std::string_view to_string(lot_state s);
