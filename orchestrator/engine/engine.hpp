@@ -226,6 +226,10 @@ struct decision {
   std::vector<outgoing_call> send;
 };
 
+// The code a call waits under after the shard found its key stored with
+// other content: it needs an operator (engine::update_attention).
+inline constexpr std::string_view conflict_code = "idempotency_conflict";
+
 // Uniform in [0, 1): the jitter source.
 using random_source = std::function<double()>;
 
