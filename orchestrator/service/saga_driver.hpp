@@ -2,11 +2,14 @@
 // Drives the sagas this instance holds. A live saga's events (answers,
 // wake-ups, recovery, actions) are applied one batch at a time by its
 // workflow's engine; the new state, with the calls it is about to send, is
-// written ahead of them (many sagas' writes share one transaction), then the
-// calls go to the shards and each answer becomes an event. A saga whose write
-// is refused (another instance took it) or fails, that ends, or whose next
-// wake is far off is let go: its wake-up, its waiters and the answers still
-// in flight stop touching it, and its pending actions go back to the store.
+// written ahead of them (many sagas' writes share one transaction), except
+// for the forward steps its workflow may send before saving
+// (workflow_def::sendable_before_saving), which go out at once and are
+// written with its next change; each answer becomes an event. A saga whose
+// write is refused (another instance took it) or fails, that ends, or whose
+// next wake is far off is let go: its wake-up, its waiters and the answers
+// still in flight stop touching it, and its pending actions go back to the
+// store.
 //
 // Every coroutine it starts runs in the task group it is given: the owner
 // stops and joins that group before the driver goes.

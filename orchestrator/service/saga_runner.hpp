@@ -1,9 +1,13 @@
 #pragma once
 // Runs sagas: the engine's decisions, made durable in the saga store, then
 // carried out as calls to the shards. Rules it keeps:
-// - Write ahead: a saga's new state (with the calls it is about to send) is
-//   committed before any of those calls leaves, so whoever loads the saga
-//   later knows every call that may have taken effect.
+// - Write ahead, once: a saga's creation (with its first calls), every
+//   state that sends compensation, answers an action or lets the saga go is
+//   committed before its calls leave. Forward steps the workflow marks
+//   sendable before saving (up to a pivot that can be undone, and
+//   forward-only steps after it) go out at once and are written with the
+//   saga's next change; recovery treats them as unknown and re-sends them
+//   by key (workflow_def::sendable_before_saving, docs/orchestrator.md).
 // - One saga's events (answers, wakes, actions) are applied one batch at a
 //   time, in order; many sagas' writes share one transaction.
 // - Leases: this instance drives only the sagas it holds; it renews them,
