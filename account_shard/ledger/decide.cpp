@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/contract/enum_names.hpp"
+#include "common/invariant/invariant.hpp"
 #include "common/projection/next_expiry.hpp"
 #include "common/time/rfc3339.hpp"
 
@@ -13,28 +14,18 @@ namespace tally::shard {
 namespace {
 constexpr contract::enum_names<account_status, 3> account_status_names{
     {{account_status::active, "active"}, {account_status::frozen, "frozen"}, {account_status::closed, "closed"}}};
-constexpr contract::enum_names<op_state, 3> op_state_names{
-    {{op_state::succeeded, "succeeded"}, {op_state::rejected, "rejected"}, {op_state::cancelled, "cancelled"}}};
+static_assert(contract::names_every_value(account_status_names));
 constexpr contract::enum_names<hold_state, 3> hold_state_names{
     {{hold_state::held, "held"}, {hold_state::captured, "captured"}, {hold_state::released, "released"}}};
-constexpr contract::enum_names<reply_status, 6> reply_status_names{{{reply_status::succeeded, "succeeded"},
-                                                                    {reply_status::rejected, "rejected"},
-                                                                    {reply_status::conflict, "conflict"},
-                                                                    {reply_status::cancelled, "cancelled"},
-                                                                    {reply_status::already_applied, "already_applied"},
-                                                                    {reply_status::retry, "retry"}}};
-
+static_assert(contract::names_every_value(hold_state_names));
 }  // namespace
 
 std::string_view to_string(account_status s) { return contract::name_of(account_status_names, s); }
 std::optional<account_status> account_status_from(std::string_view s) {
   return contract::value_of(account_status_names, s);
 }
-std::string_view to_string(op_state s) { return contract::name_of(op_state_names, s); }
-std::optional<op_state> op_state_from(std::string_view s) { return contract::value_of(op_state_names, s); }
 std::string_view to_string(hold_state s) { return contract::name_of(hold_state_names, s); }
 std::optional<hold_state> hold_state_from(std::string_view s) { return contract::value_of(hold_state_names, s); }
-std::string_view to_string(reply_status s) { return contract::name_of(reply_status_names, s); }
 
 std::string batch_state::account_key(std::string_view tenant, std::string_view account) {
   std::string k(tenant);
@@ -160,15 +151,14 @@ reply batch_state::replay(const command& c, const operation_row& op) {
   if (c.kind == command_kind::cancel_key) {
     reply r = from_operation(op, c.kind, false);
     r.status = reply_status::already_applied;
-    r.applied_state = op.state;
-    r.applied_code = op.reason;
-    r.code.clear();
+    r.applied = contract::applied_outcome{op.state, op.amount, op.reason};
+    r.code.reset();
     return r;
   }
   if (op.request_hash != c.request_hash) {
     reply r;
     r.status = reply_status::conflict;
-    r.code = "idempotency_conflict";
+    r.code = shard_code::idempotency_conflict;
     r.kind = c.kind;
     r.biz_id = c.biz_id;
     return r;
@@ -176,9 +166,9 @@ reply batch_state::replay(const command& c, const operation_row& op) {
   return from_operation(op, c.kind, true);
 }
 
-reply batch_state::finish(decision& d, op_state state, std::string reason) {
+reply batch_state::finish(decision& d, op_state state, std::optional<shard_code> reason) {
   d.op.state = state;
-  d.op.reason = std::move(reason);
+  d.op.reason = reason;
   if (d.a) {
     d.op.balance_after = d.a->balance;
     d.op.held_after = d.a->held;
@@ -189,10 +179,10 @@ reply batch_state::finish(decision& d, op_state state, std::string reason) {
   return r;
 }
 
-reply batch_state::retry(const command& c, std::string code) {
+reply batch_state::retry(const command& c, shard_code code) {
   reply r;
   r.status = reply_status::retry;
-  r.code = std::move(code);
+  r.code = code;
   r.kind = c.kind;
   r.biz_id = c.biz_id;
   return r;
@@ -208,7 +198,48 @@ reply batch_state::decide_open_account(decision& d) {
     // The opening entry is the ledger's baseline for reconciliation.
     ledger.push_back({*d.op.ledger_seq, d.op.key, 0, 0, std::nullopt});
   }
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
+}
+
+batch_state::figures batch_state::figures_of(const std::string& account) const {
+  figures f;
+  if (auto a = accounts.find(account); a != accounts.end()) {
+    f.balance = a->second.balance;
+    f.held = a->second.held;
+  }
+  if (auto l = lots.find(account); l != lots.end()) {
+    for (const auto& lot : l->second) {
+      f.lots_remaining += lot.remaining;
+      f.lots_held += lot.held;
+    }
+  }
+  return f;
+}
+
+void batch_state::check_invariants(const command& c, const figures& before) const {
+  const auto account = account_key(c.tenant, c.account_id);
+  if (auto it = accounts.find(account); it != accounts.end()) {
+    const account_row& a = it->second;
+    TALLY_ASSERT(0 <= a.held && a.held <= a.balance, account, a.balance, a.held);
+  }
+  if (auto it = lots.find(account); it != lots.end()) {
+    for (const auto& l : it->second) {
+      TALLY_ASSERT(0 <= l.held && l.held <= l.remaining, account, l.lot_id, l.held, l.remaining);
+      TALLY_ASSERT(0 <= l.expired && l.remaining + l.expired <= l.granted, account, l.lot_id, l.remaining, l.expired,
+                   l.granted);
+    }
+  }
+  if (auto it = holds.find(hold_key(c.tenant, c.account_id, c.biz_id)); it != holds.end()) {
+    const hold_row& h = it->second;
+    TALLY_ASSERT(0 <= h.captured && h.captured <= h.amount, account, c.biz_id, h.captured, h.amount);
+    TALLY_ASSERT((h.state == hold_state::captured) == (h.captured > 0), account, c.biz_id, to_string(h.state),
+                 h.captured);
+  }
+  const figures after = figures_of(account);
+  TALLY_ASSERT(after.balance - before.balance == after.lots_remaining - before.lots_remaining, account, c.biz_id,
+               before.balance, after.balance, before.lots_remaining, after.lots_remaining);
+  TALLY_ASSERT(after.held - before.held == after.lots_held - before.lots_held, account, c.biz_id, before.held,
+               after.held, before.lots_held, after.lots_held);
 }
 
 reply batch_state::decide(const command& c) {
@@ -216,8 +247,16 @@ reply batch_state::decide(const command& c) {
   d.op.key = c.key();
   if (auto it = operations.find(d.op.key.flat()); it != operations.end()) return replay(c, it->second);
   d.op.request_hash = c.request_hash;
+  const figures before = figures_of(account_key(c.tenant, c.account_id));
+  reply r = decide_command(d);
+  check_invariants(c, before);
+  return r;
+}
 
-  if (c.kind == command_kind::cancel_key) return finish(d, op_state::cancelled, "");
+reply batch_state::decide_command(decision& d) {
+  const command& c = d.c;
+
+  if (c.kind == command_kind::cancel_key) return finish(d, op_state::cancelled);
   if (auto it = accounts.find(account_key(c.tenant, c.account_id)); it != accounts.end()) d.a = &it->second;
   if (c.kind == command_kind::open_account) return decide_open_account(d);
   if (c.kind == command_kind::release) {
@@ -225,13 +264,13 @@ reply batch_state::decide(const command& c) {
     if (!holds.contains(hk)) {
       // Released before its hold arrived: a tombstone refuses the late hold.
       holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, 0, 0, hold_state::released, true, true});
-      return finish(d, op_state::succeeded, "");
+      return finish(d, op_state::succeeded);
     }
   }
 
-  if (!d.a) return finish(d, op_state::rejected, "account_not_found");
-  if (d.a->status == account_status::frozen) return retry(c, "account_frozen");
-  if (d.a->status == account_status::closed) return finish(d, op_state::rejected, "account_closed");
+  if (!d.a) return finish(d, op_state::rejected, shard_code::account_not_found);
+  if (d.a->status == account_status::frozen) return retry(c, shard_code::account_frozen);
+  if (d.a->status == account_status::closed) return finish(d, op_state::rejected, shard_code::account_closed);
 
   switch (c.kind) {
     case command_kind::credit: return decide_credit(d);
@@ -245,34 +284,6 @@ reply batch_state::decide(const command& c) {
     case command_kind::cancel_key: break;
   }
   throw std::logic_error("unhandled command kind");
-}
-
-std::string reply_json(const reply& r) {
-  nlohmann::json j = {{"status", to_string(r.status)}, {"command", to_string(r.kind)}, {"biz_id", r.biz_id}};
-  if (!r.code.empty()) j["code"] = r.code;
-  if (r.status == reply_status::conflict || r.status == reply_status::retry) return j.dump();
-  j["replayed"] = r.replayed;
-  if (r.status == reply_status::already_applied) {
-    j["applied"] = {{"state", to_string(*r.applied_state)}, {"amount", r.amount}};
-    if (!r.applied_code.empty()) j["applied"]["code"] = r.applied_code;
-  }
-  if (r.status == reply_status::cancelled) return j.dump();
-  j["amount"] = r.amount;
-  j["balance_after"] = r.balance_after;
-  j["held_after"] = r.held_after;
-  j["version"] = r.version;
-  j["ledger_seq"] = r.ledger_seq ? nlohmann::json(*r.ledger_seq) : nlohmann::json(nullptr);
-  if (r.status == reply_status::succeeded && !r.lots.empty()) {
-    auto parts = nlohmann::json::array();
-    for (const auto& p : r.lots)
-      parts.push_back(
-          {{"lot_id", p.lot_id},
-           {"amount", p.amount},
-           {"expires_at", p.expires_at ? nlohmann::json(time::rfc3339_ms(*p.expires_at)) : nlohmann::json()},
-           {"rule_version", p.rule_version}});
-    j["lots"] = std::move(parts);
-  }
-  return j.dump();
 }
 
 nlohmann::json next_expiry_json(const std::vector<lot_row>& lots) {

@@ -34,16 +34,16 @@ struct account_row {
 };
 
 // The stored idempotency record of one key.
-enum class op_state { succeeded, rejected, cancelled };
-std::string_view to_string(op_state s);
-std::optional<op_state> op_state_from(std::string_view s);
+using op_state = contract::operation_state;
+using contract::operation_state_from;
+using contract::shard_code;
 
 struct operation_row {
   op_key key;
   std::string request_hash;
   op_state state = op_state::succeeded;
   std::int64_t amount = 0;
-  std::string reason;  // rejection code
+  std::optional<shard_code> reason;  // rejected: why
   std::int64_t balance_after = 0;
   std::int64_t held_after = 0;
   std::int64_t version_after = 0;
@@ -88,31 +88,8 @@ struct event_row {
 };
 
 // How the shard answered one command.
-enum class reply_status {
-  succeeded,        // the effect happened (now or before: replayed)
-  rejected,         // a terminal business rejection, stored for the key
-  conflict,         // the key was used with other content; nothing changed
-  cancelled,        // the key is tombstoned by cancel_key
-  already_applied,  // cancel_key found the key's effect already applied
-  retry,            // not decided now (nothing stored): resend the same key later
-};
-std::string_view to_string(reply_status s);
-
-struct reply {
-  reply_status status = reply_status::succeeded;
-  std::string code;  // rejection or retry reason
-  bool replayed = false;
-  command_kind kind = command_kind::credit;
-  std::string biz_id;
-  std::int64_t amount = 0;
-  std::int64_t balance_after = 0;
-  std::int64_t held_after = 0;
-  std::int64_t version = 0;
-  std::optional<std::int64_t> ledger_seq;
-  std::optional<op_state> applied_state;  // already_applied: the stored outcome's state
-  std::string applied_code;
-  std::vector<lot_part> lots;  // the operation's lot parts (operation_row::lots)
-};
+using reply_status = contract::shard_reply_status;
+using reply = contract::shard_reply;
 
 class batch_state {
  public:
@@ -132,7 +109,8 @@ class batch_state {
   static std::string account_key(std::string_view tenant, std::string_view account);
   static std::string hold_key(std::string_view tenant, std::string_view account, std::string_view hold);
 
-  // Decides one command against the state, recording every effect.
+  // Decides one command against the state, recording every effect, and
+  // asserts that the rows it changed keep their invariants.
   reply decide(const command& c);
 
  private:
@@ -143,13 +121,29 @@ class batch_state {
     operation_row op;
     account_row* a = nullptr;
   };
+  // What each command must change together: an account's balance and
+  // held, and the sums of its lots' remaining and held.
+  struct figures {
+    std::int64_t balance = 0;
+    std::int64_t held = 0;
+    std::int64_t lots_remaining = 0;
+    std::int64_t lots_held = 0;
+  };
+  figures figures_of(const std::string& account) const;
+  // TALLY_ASSERTs, after `c` was decided: its account (0 <= held <=
+  // balance), each of its lots (0 <= held <= remaining, remaining +
+  // expired <= granted), its hold (captured <= amount, and captured only
+  // when its state is), and that the lots
+  // moved as much as the account did since `before`.
+  void check_invariants(const command& c, const figures& before) const;
+  reply decide_command(decision& d);
   // A command whose key is stored: the stored outcome, already_applied for
   // a cancel_key, or a conflict when its content differs.
   static reply replay(const command& c, const operation_row& op);
   // Records the operation with its outcome and the account's figures after it.
-  reply finish(decision& d, op_state state, std::string reason);
+  reply finish(decision& d, op_state state, std::optional<shard_code> reason = std::nullopt);
   // Not decided now, nothing stored: resend the same key later.
-  static reply retry(const command& c, std::string code);
+  static reply retry(const command& c, shard_code code);
   reply decide_open_account(decision& d);
   // One per kind of command on an account that exists and is active
   // (decide_commands.cpp).
@@ -184,9 +178,6 @@ class batch_state {
   // The entry and record of what a release expired: key (expire, hold:<id>).
   void record_release_expiry(account_row& a, const command& c, std::vector<lot_part> expired);
 };
-
-// The wire form of a reply ({"status":...}).
-std::string reply_json(const reply& r);
 
 // {"at", "amount"} of the account's earliest expiry still to come (what
 // the next expiry will take: the open lots' unheld value at that instant),

@@ -5,32 +5,33 @@
 #include <stdexcept>
 
 #include "account_shard/ledger/decide.hpp"
+#include "common/invariant/invariant.hpp"
 
 namespace tally::shard {
 
 reply batch_state::decide_credit(decision& d) {
   const command& c = d.c;
   account_row& a = *d.a;
-  if (add_overflows(a.balance, c.amount)) return finish(d, op_state::rejected, "balance_overflow");
+  if (add_overflows(a.balance, c.amount)) return finish(d, op_state::rejected, shard_code::balance_overflow);
   a.balance += c.amount;
   d.op.amount = c.amount;
   if (c.lots.empty()) {
-    d.op.lots.push_back(grant_lot(a, {0, c.amount, c.expires_at, c.rule_version}, lot_origin::grant, c));
+    d.op.lots.push_back(grant_lot(a, {0, c.amount, c.expires_at, std::string(c.rule())}, lot_origin::grant, c));
   } else {
     for (const auto& part : c.lots) d.op.lots.push_back(grant_lot(a, part, lot_origin::transfer, c));
   }
   d.op.ledger_seq = take_seq();
   ledger.push_back({*d.op.ledger_seq, d.op.key, c.amount, a.balance, std::nullopt});
   emit(a, "account.credited", c);
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 reply batch_state::decide_debit(decision& d) {
   const command& c = d.c;
   account_row& a = *d.a;
-  if (a.balance - a.held < c.amount) return finish(d, op_state::rejected, "insufficient_funds");
+  if (a.balance - a.held < c.amount) return finish(d, op_state::rejected, shard_code::insufficient_funds);
   auto parts = allocate_from(a, c.amount);
-  if (!parts) return finish(d, op_state::rejected, "insufficient_funds");
+  if (!parts) return finish(d, op_state::rejected, shard_code::insufficient_funds);
   for (const auto& p : *parts) {
     lot_row* l = find_lot(a, p.lot_id);
     l->remaining -= p.amount;
@@ -43,7 +44,7 @@ reply batch_state::decide_debit(decision& d) {
   d.op.ledger_seq = take_seq();
   ledger.push_back({*d.op.ledger_seq, d.op.key, -c.amount, a.balance, std::nullopt});
   emit(a, "account.debited", c);
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 reply batch_state::decide_refund(decision& d) {
@@ -51,32 +52,33 @@ reply batch_state::decide_refund(decision& d) {
   account_row& a = *d.a;
   auto orig_it = operations.find(c.target_key().flat());
   // Never credit on a guess: an original not yet visible is retried.
-  if (orig_it == operations.end()) return retry(c, "original_not_found");
+  if (orig_it == operations.end()) return retry(c, shard_code::original_not_found);
   operation_row& orig = orig_it->second;
-  if (orig.state != op_state::succeeded) return finish(d, op_state::rejected, "original_not_succeeded");
+  if (orig.state != op_state::succeeded) return finish(d, op_state::rejected, shard_code::original_not_succeeded);
   // Without an amount: what is left of the original, decided here under
   // its lock, so concurrent revokes never give back a unit twice. When
   // nothing is left the refund succeeds with nothing to write.
   const std::int64_t give = c.amount == 0 ? orig.amount - orig.refunded : c.amount;
-  if (give == 0) return finish(d, op_state::succeeded, "");
-  if (orig.refunded + give > orig.amount) return finish(d, op_state::rejected, "refund_exceeds_original");
-  if (add_overflows(a.balance, give)) return finish(d, op_state::rejected, "balance_overflow");
+  if (give == 0) return finish(d, op_state::succeeded);
+  if (orig.refunded + give > orig.amount) return finish(d, op_state::rejected, shard_code::refund_exceeds_original);
+  if (add_overflows(a.balance, give)) return finish(d, op_state::rejected, shard_code::balance_overflow);
   d.op.lots = refund_to_lots(a, orig, c, give);
   orig.refunded += give;
+  TALLY_ASSERT(orig.refunded <= orig.amount, orig.key.flat(), orig.refunded, orig.amount);
   orig.dirty = true;
   a.balance += give;
   d.op.amount = give;
   d.op.ledger_seq = take_seq();
   ledger.push_back({*d.op.ledger_seq, d.op.key, give, a.balance, orig.ledger_seq});
   emit(a, "account.refunded", c);
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 reply batch_state::decide_expire(decision& d) {
   const command& c = d.c;
   account_row& a = *d.a;
   lot_row* l = find_lot(a, *lot_id_of(c.biz_id));
-  if (!l || l->state != lot_state::open || !l->due_at(now_ms)) return retry(c, "lot_not_due");
+  if (!l || l->state != lot_state::open || !l->due_at(now_ms)) return retry(c, shard_code::lot_not_due);
   std::int64_t gone = l->available();
   l->remaining -= gone;
   l->expired += gone;
@@ -88,17 +90,17 @@ reply batch_state::decide_expire(decision& d) {
   d.op.ledger_seq = take_seq();
   ledger.push_back({*d.op.ledger_seq, d.op.key, -gone, a.balance, std::nullopt});
   emit(a, "account.expired", c);
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 reply batch_state::decide_hold(decision& d) {
   const command& c = d.c;
   account_row& a = *d.a;
   auto hk = hold_key(c.tenant, c.account_id, c.biz_id);
-  if (holds.contains(hk)) return finish(d, op_state::rejected, "hold_released");  // a tombstone
-  if (a.balance - a.held < c.amount) return finish(d, op_state::rejected, "insufficient_funds");
+  if (holds.contains(hk)) return finish(d, op_state::rejected, shard_code::hold_released);  // a tombstone
+  if (a.balance - a.held < c.amount) return finish(d, op_state::rejected, shard_code::insufficient_funds);
   auto parts = allocate_from(a, c.amount);
-  if (!parts) return finish(d, op_state::rejected, "insufficient_funds");
+  if (!parts) return finish(d, op_state::rejected, shard_code::insufficient_funds);
   for (const auto& p : *parts) {
     lot_row* l = find_lot(a, p.lot_id);
     l->held += p.amount;
@@ -109,19 +111,19 @@ reply batch_state::decide_hold(decision& d) {
   d.op.amount = c.amount;
   holds.emplace(hk, hold_row{c.tenant, c.account_id, c.biz_id, c.amount, 0, hold_state::held, true, true});
   emit(a, "account.held", c);
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 reply batch_state::decide_capture(decision& d) {
   const command& c = d.c;
   account_row& a = *d.a;
   auto h = holds.find(hold_key(c.tenant, c.account_id, c.biz_id));
-  if (h == holds.end()) return retry(c, "hold_not_found");
+  if (h == holds.end()) return retry(c, shard_code::hold_not_found);
   hold_row& hold = h->second;
-  if (hold.state == hold_state::released) return finish(d, op_state::rejected, "hold_released");
-  if (hold.state == hold_state::captured) return finish(d, op_state::rejected, "hold_captured");
+  if (hold.state == hold_state::released) return finish(d, op_state::rejected, shard_code::hold_released);
+  if (hold.state == hold_state::captured) return finish(d, op_state::rejected, shard_code::hold_captured);
   std::int64_t take = c.amount == 0 ? hold.amount : c.amount;
-  if (take > hold.amount) return finish(d, op_state::rejected, "capture_exceeds_hold");
+  if (take > hold.amount) return finish(d, op_state::rejected, shard_code::capture_exceeds_hold);
   // A partial capture releases the rest of the hold.
   auto split = split_capture(held_parts(c), take);
   for (const auto& p : split.consumed) {
@@ -143,14 +145,14 @@ reply batch_state::decide_capture(decision& d) {
   ledger.push_back({*d.op.ledger_seq, d.op.key, -take, a.balance, std::nullopt});
   record_release_expiry(a, c, release_parts(a, split.released));
   emit(a, "account.captured", c);
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 reply batch_state::decide_release(decision& d) {
   const command& c = d.c;
   account_row& a = *d.a;
   hold_row& hold = holds.find(hold_key(c.tenant, c.account_id, c.biz_id))->second;
-  if (hold.state == hold_state::captured) return finish(d, op_state::rejected, "hold_captured");
+  if (hold.state == hold_state::captured) return finish(d, op_state::rejected, shard_code::hold_captured);
   if (hold.state == hold_state::held) {
     a.held -= hold.amount;
     record_release_expiry(a, c, release_parts(a, held_parts(c)));
@@ -159,7 +161,7 @@ reply batch_state::decide_release(decision& d) {
     hold.dirty = true;
     emit(a, "account.released", c);
   }
-  return finish(d, op_state::succeeded, "");
+  return finish(d, op_state::succeeded);
 }
 
 std::vector<lot_part> batch_state::held_parts(const command& c) const {

@@ -12,10 +12,12 @@ namespace tally::shard {
 namespace {
 constexpr contract::enum_names<lot_state, 3> lot_state_names{
     {{lot_state::open, "open"}, {lot_state::exhausted, "exhausted"}, {lot_state::expired, "expired"}}};
+static_assert(contract::names_every_value(lot_state_names));
 constexpr contract::enum_names<lot_origin, 4> lot_origin_names{{{lot_origin::grant, "grant"},
                                                                 {lot_origin::transfer, "transfer"},
                                                                 {lot_origin::refund, "refund"},
                                                                 {lot_origin::migration, "migration"}}};
+static_assert(contract::names_every_value(lot_origin_names));
 }  // namespace
 
 std::string_view to_string(lot_state s) { return contract::name_of(lot_state_names, s); }

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/contract/shard_protocol.hpp"
+
 namespace tally::shard {
 
 // Whether a + b (b >= 0) passes the largest amount a balance or lot holds.
@@ -56,13 +58,8 @@ bool consumed_before(const lot_row& a, const lot_row& b);
 
 // One lot's share of an operation: what it granted to, took from or held
 // in that lot (always positive; the operation's type gives the direction).
-struct lot_part {
-  std::int64_t lot_id = 0;
-  std::int64_t amount = 0;
-  std::optional<std::int64_t> expires_at;
-  std::string rule_version;
-  bool operator==(const lot_part&) const = default;
-};
+// The protocol's lot part: replies name the parts.
+using lot_part = contract::lot_part;
 
 // Takes `amount` from the lots usable at `now_ms`, in consumption order;
 // nullopt when together they hold less. `lots` may be in any order.

@@ -64,13 +64,15 @@ response account_busy(const request& req, std::chrono::milliseconds retry_after)
 }
 
 std::string result_json(const submit_result& r) {
+  using contract::shard_code;
   switch (r.status) {
-    case submit_status::decided: return reply_json(r.decision);
-    case submit_status::unavailable: return R"({"status":"unavailable","code":"unavailable"})";
-    case submit_status::outcome_unknown: return R"({"status":"unavailable","code":"outcome_unknown"})";
+    case submit_status::decided: return contract::to_json_text(r.decision);
+    case submit_status::unavailable:
+      return contract::to_json_text(contract::unavailable_reply(shard_code::unavailable));
+    case submit_status::outcome_unknown:
+      return contract::to_json_text(contract::unavailable_reply(shard_code::outcome_unknown));
     case submit_status::account_busy:
-      return R"({"status":"unavailable","code":"account_busy","retry_after_ms":)" +
-             std::to_string(r.retry_after.count()) + "}";
+      return contract::to_json_text(contract::unavailable_reply(shard_code::account_busy, r.retry_after.count()));
   }
   return "{}";
 }
@@ -299,9 +301,10 @@ class router {
     if (auto* bad = std::get_if<invalid_command>(&parsed)) co_return bad_request(req, bad->message);
     auto r = co_await ctx_.commits.async_submit(std::move(std::get<command>(parsed)));
     if (r.status == submit_status::unavailable) co_return unavailable(req);
-    if (r.status == submit_status::outcome_unknown) co_return unavailable(req, "outcome_unknown");
+    if (r.status == submit_status::outcome_unknown)
+      co_return unavailable(req, contract::to_string(contract::shard_code::outcome_unknown));
     if (r.status == submit_status::account_busy) co_return account_busy(req, r.retry_after);
-    co_return http::make_json_response(req, 200, reply_json(r.decision));
+    co_return http::make_json_response(req, 200, contract::to_json_text(r.decision));
   }
 
   // For operators: whether this instance writes, its commit figures, and

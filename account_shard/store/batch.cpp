@@ -44,9 +44,9 @@ operation_row operation_from(const pg::row<operation_column>& r) {
   o.key = {std::string(r.text(c::tenant)), std::string(r.text(c::account_id)), std::string(r.text(c::biz_type)),
            std::string(r.text(c::biz_id))};
   o.request_hash = r.text(c::request_hash);
-  o.state = op_state_from(r.text(c::state)).value_or(op_state::rejected);
+  o.state = operation_state_from(r.text(c::state)).value_or(op_state::rejected);
   o.amount = r.int64(c::amount);
-  if (!r.is_null(c::reason)) o.reason = r.text(c::reason);
+  if (!r.is_null(c::reason)) o.reason = contract::shard_code_from(r.text(c::reason));
   o.balance_after = r.int64(c::balance_after);
   o.held_after = r.int64(c::held_after);
   o.version_after = r.int64(c::version_after);
@@ -146,7 +146,7 @@ std::size_t seqs_needed(std::span<const command> commands) {
 
 // The rule version of a credit's first non-expiring part, if it has one.
 param lasting_rule_of(const command& c) {
-  if (c.lots.empty()) return c.expires_at ? param{} : param{c.rule_version};
+  if (c.lots.empty()) return c.expires_at ? param{} : param{std::string(c.rule())};
   for (const auto& part : c.lots)
     if (!part.expires_at) return part.rule_version;
   return {};

@@ -57,7 +57,6 @@ constexpr auto keyed_columns = std::tuple{of_key(&op_key::tenant), of_key(&op_ke
                                           of_key(&op_key::biz_type), of_key(&op_key::biz_id)};
 // An enum column as its stored name.
 constexpr auto state_name = [](const auto& row) { return to_string(row.state); };
-inline param opt_text(const std::string& s) { return s.empty() ? param{} : param{s}; }
 inline param opt_int(const std::optional<std::int64_t>& v) { return v ? param{std::to_string(*v)} : param{}; }
 
 // The writers plan each statement below once per connection
@@ -232,8 +231,8 @@ constexpr std::string_view sql_insert_operations =
 constexpr auto new_operation_columns = std::tuple_cat(
     keyed_columns,
     std::tuple{&operation_row::request_hash, state_name, &operation_row::amount,
-               [](const operation_row& o) { return opt_text(o.reason); }, &operation_row::balance_after,
-               &operation_row::held_after, &operation_row::version_after,
+               [](const operation_row& o) { return o.reason ? param{std::string(to_string(*o.reason))} : param{}; },
+               &operation_row::balance_after, &operation_row::held_after, &operation_row::version_after,
                [](const operation_row& o) { return opt_int(o.ledger_seq); }, &operation_row::refunded,
                [](const operation_row& o) { return o.lots.empty() ? param{} : param{lots_json(o.lots)}; }});
 constexpr std::string_view sql_update_refunded =

@@ -33,6 +33,8 @@ inline constexpr enum_names<error_code, 11> error_code_names{
      {error_code::internal, "internal"},
      {error_code::unavailable, "unavailable"}}};
 
+static_assert(names_every_value(error_code_names));
+
 constexpr std::string_view to_string(error_code c) { return name_of(error_code_names, c); }
 
 constexpr unsigned http_status(error_code c) {

@@ -15,6 +15,8 @@ inline constexpr enum_names<saga_type, 5> saga_type_names{{{saga_type::credit, "
                                                            {saga_type::refund, "refund"},
                                                            {saga_type::transfer, "transfer"},
                                                            {saga_type::batch_deduct, "batch_deduct"}}};
+
+static_assert(names_every_value(saga_type_names));
 inline constexpr saga_type all_saga_types[] = {saga_type::credit, saga_type::deduct, saga_type::refund,
                                                saga_type::transfer, saga_type::batch_deduct};
 
@@ -27,6 +29,7 @@ inline constexpr enum_names<saga_type, 5> saga_collections{{{saga_type::credit, 
                                                             {saga_type::refund, "refunds"},
                                                             {saga_type::transfer, "transfers"},
                                                             {saga_type::batch_deduct, "batch-deductions"}}};
+static_assert(names_every_value(saga_collections));
 constexpr std::string_view collection_of(saga_type t) { return name_of(saga_collections, t); }
 constexpr std::optional<saga_type> saga_type_of_collection(std::string_view c) { return value_of(saga_collections, c); }
 

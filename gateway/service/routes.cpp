@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/contract/errors.hpp"
+#include "common/contract/shard_protocol.hpp"
 #include "common/contract/saga_id.hpp"
 #include "common/contract/saga_request.hpp"
 #include "common/http/route_match.hpp"
@@ -233,9 +234,8 @@ asio::awaitable<response> router::confirm_or_cancel(request& req, const call& c)
 asio::awaitable<response> router::open_account(const request& req, const principal& who,
                                                const std::string& account_id) {
   auto& shard = shard_of(who, account_id);
-  const json command{{"type", "open_account"}, {"tenant", who.tenant}, {"account_id", account_id}};
   request open(bhttp::verb::post, "/v1/commands", 11);
-  open.body() = command.dump();
+  open.body() = contract::to_json(contract::open_account_command(who.tenant, account_id)).dump();
   open.set(request_id_header, req[request_id_header]);
   const read_params none;
   auto opened = co_await forward(open, shard, "the account's shard", "/v1/commands", "", none);
@@ -244,11 +244,12 @@ asio::awaitable<response> router::open_account(const request& req, const princip
     co_return http::make_error_response(req, contract::error_code::unavailable,
                                         "the account's shard is unavailable; retry (with the same biz_id for a write)");
   if (opened.result_int() != 200) co_return opened;
-  auto reply = json::parse(opened.body(), nullptr, false);
-  if (!reply.is_object() || reply.value("status", "") != "succeeded")
+  auto reply = contract::parse_shard_reply(json::parse(opened.body(), nullptr, false));
+  auto* opened_reply = std::get_if<contract::shard_reply>(&reply);
+  if (!opened_reply || opened_reply->status != contract::shard_reply_status::succeeded)
     co_return http::make_error_response(req, contract::error_code::unavailable,
                                         "the account's shard is unavailable; retry (with the same biz_id for a write)");
-  const bool existed = reply.value("replayed", false);
+  const bool existed = opened_reply->replayed;
   request get(bhttp::verb::get, "", 11);
   get.set(request_id_header, req[request_id_header]);
   auto r =

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/invariant/invariant.hpp"
 #include "common/retry/backoff.hpp"
 
 namespace tally::orch {
@@ -35,12 +36,24 @@ constexpr contract::enum_names<saga_state, 8> saga_state_names{
      {saga_state::failed, "failed"},
      {saga_state::compensated, "compensated"},
      {saga_state::needs_attention, "needs_attention"}}};
+
+static_assert(contract::names_every_value(saga_state_names));
 std::string_view to_string(saga_state v) { return contract::name_of(saga_state_names, v); }
 
 std::optional<saga_state> saga_state_from(std::string_view s) { return contract::value_of(saga_state_names, s); }
 
 bool is_terminal(saga_state s) {
   return s == saga_state::completed || s == saga_state::failed || s == saga_state::compensated;
+}
+
+bool may_move(saga_state from, saga_state to) {
+  if (from == to) return true;
+  return !is_terminal(from) && to != saga_state::pending;
+}
+
+void move_to(saga& s, saga_state to) {
+  TALLY_ASSERT(may_move(s.state, to), s.id, to_string(s.state), to_string(to));
+  s.state = to;
 }
 
 constexpr contract::enum_names<call_status, 7> call_status_names{{{call_status::idle, "idle"},
@@ -50,6 +63,8 @@ constexpr contract::enum_names<call_status, 7> call_status_names{{{call_status::
                                                                   {call_status::rejected, "rejected"},
                                                                   {call_status::not_applied, "not_applied"},
                                                                   {call_status::applied, "applied"}}};
+
+static_assert(contract::names_every_value(call_status_names));
 std::string_view to_string(call_status v) { return contract::name_of(call_status_names, v); }
 
 std::optional<call_status> call_status_from(std::string_view s) { return contract::value_of(call_status_names, s); }
@@ -58,6 +73,8 @@ constexpr contract::enum_names<phase, 4> phase_names{{{phase::forward, "forward"
                                                       {phase::awaiting, "awaiting"},
                                                       {phase::compensating, "compensating"},
                                                       {phase::done, "done"}}};
+
+static_assert(contract::names_every_value(phase_names));
 std::string_view to_string(phase v) { return contract::name_of(phase_names, v); }
 
 std::optional<phase> phase_from(std::string_view s) { return contract::value_of(phase_names, s); }
@@ -181,7 +198,7 @@ void engine::begin_compensation(saga& s, saga_error why, saga_state end) const {
   s.error = std::move(why);
   s.end_after_compensation = end;
   s.stage = phase::compensating;
-  s.state = saga_state::compensating;
+  move_to(s, saga_state::compensating);
   // The walk starts at the last step that may have taken effect: the
   // current one (its calls may be in flight), or a later one a recovered
   // saga does not know the fate of (recover).
@@ -194,8 +211,9 @@ void engine::begin_compensation(saga& s, saga_error why, saga_state end) const {
 }
 
 void engine::finish(saga& s, saga_state end) const {
+  TALLY_ASSERT(is_terminal(end), s.id, to_string(end));
   s.stage = phase::done;
-  s.state = end;
+  move_to(s, end);
   s.attention.clear();
   if (end == saga_state::completed) s.error.reset();
 }
@@ -281,7 +299,7 @@ void engine::run_compensation(saga& s, instant now, decision& d, bool& again) co
             calls[i].forward.status = call_status::succeeded;
             calls[i].forward.code.clear();
             s.stage = phase::forward;
-            s.state = saga_state::running;
+            move_to(s, saga_state::running);
             s.error.reset();
             again = true;
             return;
@@ -335,13 +353,13 @@ void engine::update_attention(saga& s) const {
       s.attention = where() + ": the effect applied and cannot be cancelled";
   }
   if (!s.attention.empty()) {
-    s.state = saga_state::needs_attention;
+    move_to(s, saga_state::needs_attention);
     return;
   }
   switch (s.stage) {
-    case phase::forward: s.state = saga_state::running; break;
-    case phase::awaiting: s.state = saga_state::awaiting_confirmation; break;
-    case phase::compensating: s.state = saga_state::compensating; break;
+    case phase::forward: move_to(s, saga_state::running); break;
+    case phase::awaiting: move_to(s, saga_state::awaiting_confirmation); break;
+    case phase::compensating: move_to(s, saga_state::compensating); break;
     case phase::done: break;
   }
 }

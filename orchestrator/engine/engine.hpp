@@ -54,6 +54,9 @@ inline constexpr saga_state all_saga_states[] = {
 std::string_view to_string(saga_state s);
 std::optional<saga_state> saga_state_from(std::string_view s);
 bool is_terminal(saga_state s);
+// The saga state machine's one rule every move keeps: a terminal saga
+// never moves again, and no saga goes back to pending.
+bool may_move(saga_state from, saga_state to);
 
 using contract::saga_item;
 
@@ -158,6 +161,9 @@ struct saga {
   bool operator==(const saga&) const = default;
 };
 
+// Sets the saga's state, asserting the move is one the state machine allows.
+void move_to(saga& s, saga_state to);
+
 // What a refund saga gave back so far, per account, in the order of its
 // calls: the refund calls that applied (any saga state).
 std::vector<saga_item> refunded_by(const saga& refund, const workflow_def& w);
@@ -208,7 +214,7 @@ enum class answer_kind {
 // can start within the shard's maximum wait: nothing was decided or
 // stored (answer_kind::retry); resend the same key, no sooner than the
 // shard's retry_after.
-inline constexpr std::string_view account_busy_code = "account_busy";
+inline constexpr std::string_view account_busy_code = contract::to_string(contract::shard_code::account_busy);
 
 struct answer {
   answer_kind kind = answer_kind::transport;
@@ -228,7 +234,7 @@ struct decision {
 
 // The code a call waits under after the shard found its key stored with
 // other content: it needs an operator (engine::update_attention).
-inline constexpr std::string_view conflict_code = "idempotency_conflict";
+inline constexpr std::string_view conflict_code = contract::to_string(contract::shard_code::idempotency_conflict);
 
 // Uniform in [0, 1): the jitter source.
 using random_source = std::function<double()>;

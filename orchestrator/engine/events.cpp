@@ -66,7 +66,7 @@ decision engine::start(saga& s, instant now) const {
   s.calls.clear();
   for (const auto& st : workflow_.steps) s.calls.emplace_back(items_of(s, st));
   s.stage = phase::forward;
-  s.state = saga_state::running;
+  move_to(s, saga_state::running);
   s.cursor = 0;
   if (s.created == instant{}) s.created = now;
   if (s.deadline == instant{}) s.deadline = s.created + workflow_.default_deadline;

@@ -155,7 +155,7 @@ class saga_driver {
     call_ref ref;
     int attempt = 0;
     std::size_t shard = 0;
-    nlohmann::json command;
+    contract::shard_command command;
   };
   struct save_request {
     saga_write write;

@@ -6,14 +6,18 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/contract/shard_protocol.hpp"
 #include "orchestrator/engine/engine.hpp"
 
 namespace tally::orch {
 
-// One command of a /v1/batch body.
-nlohmann::json shard_command(const outgoing_call& c, std::string_view tenant);
+// The command a call becomes (one of a /v1/batch body).
+contract::shard_command shard_command(const outgoing_call& c, std::string_view tenant);
 
-// One entry of a /v1/batch reply's "results".
+// The engine's answer for a shard's reply.
+answer answer_from_reply(const contract::shard_reply& reply);
+// One entry of a /v1/batch reply's "results": a transport failure
+// ("bad_reply") when it is not a reply this version can read.
 answer answer_from_result(const nlohmann::json& result);
 
 // The answer for every command of a batch that got no per-command results:

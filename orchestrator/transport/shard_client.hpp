@@ -13,9 +13,9 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <nlohmann/json.hpp>
 
 #include "common/batching/coalescer.hpp"
+#include "common/contract/shard_protocol.hpp"
 #include "common/http/client.hpp"
 #include "orchestrator/engine/engine.hpp"
 #include "common/sharding/routing.hpp"
@@ -36,13 +36,15 @@ class shard_client {
   shard_client(const shard_client&) = delete;
   shard_client& operator=(const shard_client&) = delete;
 
-  boost::asio::awaitable<answer> async_call(nlohmann::json command) { return calls_.async_submit(std::move(command)); }
+  boost::asio::awaitable<answer> async_call(contract::shard_command command) {
+    return calls_.async_submit(std::move(command));
+  }
 
   const sharding::shard_endpoint& endpoint() const { return endpoint_; }
   std::size_t requests_sent() const { return calls_.flushes(); }
 
  private:
-  boost::asio::awaitable<void> send_batch(std::size_t connection, std::vector<nlohmann::json>& commands,
+  boost::asio::awaitable<void> send_batch(std::size_t connection, std::vector<contract::shard_command>& commands,
                                           std::vector<answer>& answers);
 
   sharding::shard_endpoint endpoint_;
@@ -52,7 +54,7 @@ class shard_client {
   std::vector<std::shared_ptr<http::client>> connections_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Last: destroyed first, while the connections still exist.
-  batching::coalescer<nlohmann::json, answer> calls_;
+  batching::coalescer<contract::shard_command, answer> calls_;
 };
 
 }  // namespace tally::orch

@@ -8,23 +8,18 @@
 
 namespace tally::orch {
 
-constexpr contract::enum_names<participant_op, 7> participant_op_names{{{participant_op::credit, "credit"},
-                                                                        {participant_op::debit, "debit"},
-                                                                        {participant_op::hold, "hold"},
-                                                                        {participant_op::capture, "capture"},
-                                                                        {participant_op::release, "release"},
-                                                                        {participant_op::refund, "refund"},
-                                                                        {participant_op::cancel_key, "cancel_key"}}};
-std::string_view to_string(participant_op v) { return contract::name_of(participant_op_names, v); }
-
 constexpr contract::enum_names<account_role, 4> account_role_names{{{account_role::account, "account"},
                                                                     {account_role::source, "source"},
                                                                     {account_role::destination, "destination"},
                                                                     {account_role::each_item, "each_item"}}};
+
+static_assert(contract::names_every_value(account_role_names));
 std::string_view to_string(account_role v) { return contract::name_of(account_role_names, v); }
 
 constexpr contract::enum_names<undo_kind, 3> undo_kind_names{
     {{undo_kind::none, "none"}, {undo_kind::release, "release"}, {undo_kind::cancel_key, "cancel_key"}}};
+
+static_assert(contract::names_every_value(undo_kind_names));
 std::string_view to_string(undo_kind v) { return contract::name_of(undo_kind_names, v); }
 
 bool workflow_def::sendable_before_saving(std::size_t step) const {

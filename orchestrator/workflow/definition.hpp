@@ -13,6 +13,7 @@
 
 #include "common/contract/enum_names.hpp"
 #include "common/contract/saga_type.hpp"
+#include "common/contract/shard_protocol.hpp"
 
 namespace tally::orch {
 
@@ -23,9 +24,23 @@ using contract::all_saga_types;
 using contract::saga_type;
 using contract::saga_type_from;
 
-// The shard command a step sends (account_shard's command types).
+// The shard command a step sends: the kinds of the shard protocol that a
+// saga may send, named as the protocol names them.
 enum class participant_op { credit, debit, hold, capture, release, refund, cancel_key };
-std::string_view to_string(participant_op op);
+constexpr contract::shard_command_kind shard_kind_of(participant_op op) {
+  using k = contract::shard_command_kind;
+  switch (op) {
+    case participant_op::credit: return k::credit;
+    case participant_op::debit: return k::debit;
+    case participant_op::hold: return k::hold;
+    case participant_op::capture: return k::capture;
+    case participant_op::release: return k::release;
+    case participant_op::refund: return k::refund;
+    case participant_op::cancel_key: return k::cancel_key;
+  }
+  return k::credit;
+}
+constexpr std::string_view to_string(participant_op op) { return contract::to_string(shard_kind_of(op)); }
 
 // Which of the saga's accounts a step acts on.
 enum class account_role { account, source, destination, each_item };

@@ -69,19 +69,6 @@ bool is_hex64(const std::string& s) {
   return true;
 }
 
-TEST(CommandKind, NamesRoundTrip) {
-  for (auto k : all_kinds) {
-    auto back = command_kind_from(to_string(k));
-    ASSERT_TRUE(back.has_value()) << to_string(k);
-    EXPECT_EQ(*back, k);
-  }
-  EXPECT_EQ(to_string(command_kind::open_account), "open_account");
-  EXPECT_EQ(to_string(command_kind::cancel_key), "cancel_key");
-  EXPECT_FALSE(command_kind_from("transfer").has_value());
-  EXPECT_FALSE(command_kind_from("Credit").has_value());
-  EXPECT_FALSE(command_kind_from("").has_value());
-}
-
 TEST(ParseCommand, OpenAccountDefaultsBizIdToOpen) {
   command c = ok(valid(command_kind::open_account));
   EXPECT_EQ(c.kind, command_kind::open_account);

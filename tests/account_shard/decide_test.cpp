@@ -19,6 +19,7 @@ namespace {
 
 using json = nlohmann::json;
 using namespace tally::shard;
+namespace contract = tally::contract;
 
 constexpr std::int64_t first_seq = 1001;
 constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
@@ -92,7 +93,7 @@ std::string flat(const std::string& type, const std::string& id, const std::stri
 
 // reply_json without "replayed", to compare a first reply with its replays.
 json without_replayed(const reply& r) {
-  json j = json::parse(reply_json(r));
+  json j = json::parse(contract::to_json_text(r));
   j.erase("replayed");
   return j;
 }
@@ -123,13 +124,13 @@ class Decide : public ::testing::Test {
   }
   // A stored operation, as loaded under lock.
   operation_row& add_operation(const command& c, op_state state, std::int64_t amount, std::int64_t ledger_seq,
-                               std::string reason = "") {
+                               std::optional<contract::shard_code> reason = std::nullopt) {
     operation_row op;
     op.key = c.key();
     op.request_hash = c.request_hash;
     op.state = state;
     op.amount = amount;
-    op.reason = std::move(reason);
+    op.reason = reason;
     if (ledger_seq != 0) op.ledger_seq = ledger_seq;
     return st.operations.insert_or_assign(op.key.flat(), op).first->second;
   }
@@ -181,7 +182,7 @@ TEST_F(Decide, TwoDebitsOf80FromHundredOneSucceedsOneRejected) {
   EXPECT_EQ(*r1.ledger_seq, first_seq);
 
   EXPECT_EQ(r2.status, reply_status::rejected);
-  EXPECT_EQ(r2.code, "insufficient_funds");
+  EXPECT_EQ(r2.code, contract::shard_code::insufficient_funds);
   EXPECT_FALSE(r2.replayed);
   EXPECT_EQ(r2.balance_after, 20);
   EXPECT_EQ(r2.version, 6);
@@ -211,7 +212,7 @@ TEST_F(Decide, TwoDebitsOf80FromHundredOneSucceedsOneRejected) {
   EXPECT_TRUE(op("debit", "d1").is_new);
   EXPECT_TRUE(op("debit", "d1").dirty);
   EXPECT_EQ(op("debit", "d2").state, op_state::rejected);
-  EXPECT_EQ(op("debit", "d2").reason, "insufficient_funds");
+  EXPECT_EQ(op("debit", "d2").reason, contract::shard_code::insufficient_funds);
   EXPECT_EQ(op("debit", "d2").amount, 0);
   EXPECT_FALSE(op("debit", "d2").ledger_seq.has_value());
   EXPECT_EQ(op("debit", "d2").balance_after, 20);
@@ -219,12 +220,12 @@ TEST_F(Decide, TwoDebitsOf80FromHundredOneSucceedsOneRejected) {
 
 TEST_F(Decide, DebitOfExactlyTheAvailableSucceedsOneMoreIsRejected) {
   add_account("a1", 100);
-  EXPECT_EQ(st.decide(debit("d1", 101)).code, "insufficient_funds");
+  EXPECT_EQ(st.decide(debit("d1", 101)).code, contract::shard_code::insufficient_funds);
   reply r = st.decide(debit("d2", 100));
   EXPECT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(r.balance_after, 0);
   EXPECT_EQ(acc().balance, 0);
-  EXPECT_EQ(st.decide(debit("d3", 1)).code, "insufficient_funds");
+  EXPECT_EQ(st.decide(debit("d3", 1)).code, contract::shard_code::insufficient_funds);
 }
 
 TEST_F(Decide, SameKeyTenTimesIsOneEffect) {
@@ -237,9 +238,9 @@ TEST_F(Decide, SameKeyTenTimesIsOneEffect) {
     EXPECT_EQ(again.status, reply_status::succeeded);
     EXPECT_TRUE(again.replayed);
     EXPECT_EQ(without_replayed(again), without_replayed(first));
-    EXPECT_EQ(json::parse(reply_json(again))["replayed"], true);
+    EXPECT_EQ(json::parse(contract::to_json_text(again))["replayed"], true);
   }
-  EXPECT_EQ(json::parse(reply_json(first))["replayed"], false);
+  EXPECT_EQ(json::parse(contract::to_json_text(first))["replayed"], false);
   EXPECT_EQ(st.ledger.size(), 1u);
   EXPECT_EQ(st.events.size(), 1u);
   EXPECT_EQ(st.operations.size(), 1u);
@@ -284,14 +285,14 @@ TEST_F(Decide, SameKeyWithOtherAmountIsConflictAndChangesNothing) {
 
   reply r = st.decide(debit("d1", 81));
   EXPECT_EQ(r.status, reply_status::conflict);
-  EXPECT_EQ(r.code, "idempotency_conflict");
+  EXPECT_EQ(r.code, contract::shard_code::idempotency_conflict);
   EXPECT_EQ(r.kind, command_kind::debit);
   EXPECT_EQ(r.biz_id, "d1");
   EXPECT_FALSE(r.replayed);
   EXPECT_EQ(snapshot(), before);
   EXPECT_EQ(op("debit", "d1").request_hash, stored.request_hash);
   EXPECT_EQ(op("debit", "d1").amount, 80);
-  EXPECT_EQ(json::parse(reply_json(r)),
+  EXPECT_EQ(json::parse(contract::to_json_text(r)),
             json::parse(R"({"status":"conflict","command":"debit","biz_id":"d1","code":"idempotency_conflict"})"));
 
   // Any semantic change conflicts: a memo too.
@@ -320,7 +321,7 @@ TEST_F(Decide, StoredRejectionIsReplayedEvenWhenFundsArrive) {
 
   reply again = st.decide(debit("d1", 80));
   EXPECT_EQ(again.status, reply_status::rejected);
-  EXPECT_EQ(again.code, "insufficient_funds");
+  EXPECT_EQ(again.code, contract::shard_code::insufficient_funds);
   EXPECT_TRUE(again.replayed);
   EXPECT_EQ(again.balance_after, 50);  // the stored outcome, not today's balance
   EXPECT_EQ(without_replayed(again), without_replayed(first));
@@ -331,12 +332,12 @@ TEST_F(Decide, StoredRejectionIsReplayedEvenWhenFundsArrive) {
 TEST_F(Decide, RejectionLoadedFromStoreIsReplayed) {
   add_account("a1", 1000, 0, 9);
   const command d = debit("d1", 80);
-  auto& stored = add_operation(d, op_state::rejected, 0, 0, "insufficient_funds");
+  auto& stored = add_operation(d, op_state::rejected, 0, 0, contract::shard_code::insufficient_funds);
   stored.balance_after = 40;
   stored.version_after = 3;
   reply r = st.decide(d);
   EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, "insufficient_funds");
+  EXPECT_EQ(r.code, contract::shard_code::insufficient_funds);
   EXPECT_TRUE(r.replayed);
   EXPECT_EQ(r.balance_after, 40);
   EXPECT_EQ(r.version, 3);
@@ -379,19 +380,19 @@ TEST_F(Decide, CreditOverflowNearInt64MaxIsRejected) {
   const counts before = snapshot();
   reply r = st.decide(credit("c2", 1));
   EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, "balance_overflow");
+  EXPECT_EQ(r.code, contract::shard_code::balance_overflow);
   EXPECT_EQ(r.balance_after, i64max);
   EXPECT_EQ(acc().balance, i64max);
   EXPECT_EQ(st.ledger.size(), before.ledger);
   EXPECT_EQ(st.events.size(), before.events);
   EXPECT_EQ(op("credit", "c2").state, op_state::rejected);
-  EXPECT_EQ(op("credit", "c2").reason, "balance_overflow");
+  EXPECT_EQ(op("credit", "c2").reason, contract::shard_code::balance_overflow);
 }
 
 TEST_F(Decide, CreditOverflowByOne) {
   add_account("a1", i64max - max_amount + 1);
   reply r = st.decide(credit("c1", max_amount));
-  EXPECT_EQ(r.code, "balance_overflow");
+  EXPECT_EQ(r.code, contract::shard_code::balance_overflow);
   EXPECT_EQ(acc().balance, i64max - max_amount + 1);
   EXPECT_EQ(st.decide(credit("c2", max_amount - 1)).status, reply_status::succeeded);
   EXPECT_EQ(acc().balance, i64max);
@@ -416,13 +417,13 @@ TEST_F(Decide, HoldReducesAvailableNotBalance) {
   EXPECT_TRUE(row.is_new);
   EXPECT_TRUE(row.dirty);
 
-  EXPECT_EQ(st.decide(debit("d1", 71)).code, "insufficient_funds");
-  EXPECT_EQ(st.decide(hold("h2", 71)).code, "insufficient_funds");
+  EXPECT_EQ(st.decide(debit("d1", 71)).code, contract::shard_code::insufficient_funds);
+  EXPECT_EQ(st.decide(hold("h2", 71)).code, contract::shard_code::insufficient_funds);
   EXPECT_FALSE(st.holds.contains(batch_state::hold_key("t1", "a1", "h2")));
   EXPECT_EQ(st.decide(debit("d2", 70)).status, reply_status::succeeded);
   EXPECT_EQ(acc().balance, 30);
   EXPECT_EQ(acc().held, 30);
-  EXPECT_EQ(st.decide(hold("h3", 1)).code, "insufficient_funds");
+  EXPECT_EQ(st.decide(hold("h3", 1)).code, contract::shard_code::insufficient_funds);
 }
 
 TEST_F(Decide, CaptureWholeHold) {
@@ -466,7 +467,7 @@ TEST_F(Decide, PartialCaptureReleasesTheRest) {
   // A release after the capture is refused and changes nothing.
   reply rel = st.decide(release("h1"));
   EXPECT_EQ(rel.status, reply_status::rejected);
-  EXPECT_EQ(rel.code, "hold_captured");
+  EXPECT_EQ(rel.code, contract::shard_code::hold_captured);
   EXPECT_EQ(acc().held, 0);
   EXPECT_EQ(acc().balance, 0);
 }
@@ -487,7 +488,7 @@ TEST_F(Decide, CaptureMoreThanHoldIsRejected) {
   st.decide(hold("h1", 30));
   reply c = st.decide(capture("h1", 31));
   EXPECT_EQ(c.status, reply_status::rejected);
-  EXPECT_EQ(c.code, "capture_exceeds_hold");
+  EXPECT_EQ(c.code, contract::shard_code::capture_exceeds_hold);
   EXPECT_EQ(acc().balance, 100);
   EXPECT_EQ(acc().held, 30);
   EXPECT_EQ(held_row("h1").state, hold_state::held);
@@ -527,11 +528,11 @@ TEST_F(Decide, CaptureOfUnknownHoldIsRetriedAndStoresNothing) {
   const counts before = snapshot();
   reply r = st.decide(capture("h1"));
   EXPECT_EQ(r.status, reply_status::retry);
-  EXPECT_EQ(r.code, "hold_not_found");
+  EXPECT_EQ(r.code, contract::shard_code::hold_not_found);
   EXPECT_EQ(snapshot(), before);
   EXPECT_FALSE(st.operations.contains(flat("capture", "h1")));
   EXPECT_FALSE(acc().dirty);
-  EXPECT_EQ(json::parse(reply_json(r)),
+  EXPECT_EQ(json::parse(contract::to_json_text(r)),
             json::parse(R"({"status":"retry","command":"capture","biz_id":"h1","code":"hold_not_found"})"));
   // Once the hold arrives, the same capture key succeeds.
   st.decide(hold("h1", 30));
@@ -569,7 +570,7 @@ TEST_F(Decide, CaptureAfterReleaseIsRejected) {
   const counts before = snapshot();
   reply c = st.decide(capture("h1"));
   EXPECT_EQ(c.status, reply_status::rejected);
-  EXPECT_EQ(c.code, "hold_released");
+  EXPECT_EQ(c.code, contract::shard_code::hold_released);
   EXPECT_EQ(acc().balance, 100);
   EXPECT_EQ(acc().held, 0);
   EXPECT_EQ(st.ledger.size(), before.ledger);
@@ -595,14 +596,14 @@ TEST_F(Decide, ReleaseBeforeHoldLeavesTombstoneThatRefusesTheHold) {
 
   reply h = st.decide(hold("h1", 30));
   EXPECT_EQ(h.status, reply_status::rejected);
-  EXPECT_EQ(h.code, "hold_released");
+  EXPECT_EQ(h.code, contract::shard_code::hold_released);
   EXPECT_EQ(acc().held, 0);
   EXPECT_EQ(acc().version, 7);
   EXPECT_EQ(held_row("h1").state, hold_state::released);
   EXPECT_EQ(held_row("h1").amount, 0);
   EXPECT_EQ(op("hold", "h1").state, op_state::rejected);
   // A capture of the tombstone is refused too.
-  EXPECT_EQ(st.decide(capture("h1")).code, "hold_released");
+  EXPECT_EQ(st.decide(capture("h1")).code, contract::shard_code::hold_released);
   EXPECT_EQ(acc().balance, 100);
 }
 
@@ -610,7 +611,7 @@ TEST_F(Decide, LateHoldRefusedByTombstoneLoadedFromStore) {
   add_account("a1", 100);
   add_hold("h1", 0, hold_state::released);
   reply h = st.decide(hold("h1", 30));
-  EXPECT_EQ(h.code, "hold_released");
+  EXPECT_EQ(h.code, contract::shard_code::hold_released);
   EXPECT_EQ(acc().held, 0);
 }
 
@@ -639,7 +640,7 @@ TEST_F(Decide, CumulativeRefundsUpToTheOriginal) {
 
   reply r3 = st.decide(refund("r3", 1, "d1"));
   EXPECT_EQ(r3.status, reply_status::rejected);
-  EXPECT_EQ(r3.code, "refund_exceeds_original");
+  EXPECT_EQ(r3.code, contract::shard_code::refund_exceeds_original);
   EXPECT_EQ(acc().balance, 100);
   EXPECT_EQ(op("debit", "d1").refunded, 60);
   EXPECT_EQ(st.ledger.size(), 3u);
@@ -685,7 +686,7 @@ TEST_F(Decide, SingleRefundLargerThanOriginalIsRejected) {
   add_account("a1", 100);
   st.decide(debit("d1", 10));
   reply r = st.decide(refund("r1", 11, "d1"));
-  EXPECT_EQ(r.code, "refund_exceeds_original");
+  EXPECT_EQ(r.code, contract::shard_code::refund_exceeds_original);
   EXPECT_EQ(op("debit", "d1").refunded, 0);
   EXPECT_EQ(acc().balance, 90);
 }
@@ -695,7 +696,7 @@ TEST_F(Decide, RefundOfDebitLoadedFromStore) {
   const command d = debit("d1", 60);
   auto& stored = add_operation(d, op_state::succeeded, 60, 900);
   stored.refunded = 50;
-  EXPECT_EQ(st.decide(refund("r1", 11, "d1")).code, "refund_exceeds_original");
+  EXPECT_EQ(st.decide(refund("r1", 11, "d1")).code, contract::shard_code::refund_exceeds_original);
   reply ok = st.decide(refund("r2", 10, "d1"));
   EXPECT_EQ(ok.status, reply_status::succeeded);
   EXPECT_EQ(ok.balance_after, 50);
@@ -710,7 +711,7 @@ TEST_F(Decide, RefundOfCapture) {
   add_account("a1", 100);
   st.decide(hold("h1", 40));
   st.decide(capture("h1", 30));
-  EXPECT_EQ(st.decide(refund("r1", 31, "h1", "capture")).code, "refund_exceeds_original");
+  EXPECT_EQ(st.decide(refund("r1", 31, "h1", "capture")).code, contract::shard_code::refund_exceeds_original);
   reply r = st.decide(refund("r2", 30, "h1", "capture"));
   EXPECT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(acc().balance, 100);
@@ -722,7 +723,7 @@ TEST_F(Decide, RefundOfUnknownOriginalIsRetriedAndStoresNothing) {
   const counts before = snapshot();
   reply r = st.decide(refund("r1", 10, "d1"));
   EXPECT_EQ(r.status, reply_status::retry);
-  EXPECT_EQ(r.code, "original_not_found");
+  EXPECT_EQ(r.code, contract::shard_code::original_not_found);
   EXPECT_EQ(snapshot(), before);
   EXPECT_FALSE(st.operations.contains(flat("refund", "r1")));
   EXPECT_EQ(acc().balance, 100);
@@ -737,7 +738,7 @@ TEST_F(Decide, RefundOfRejectedOriginalIsRejected) {
   ASSERT_EQ(st.decide(debit("d1", 10)).status, reply_status::rejected);
   reply r = st.decide(refund("r1", 10, "d1"));
   EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, "original_not_succeeded");
+  EXPECT_EQ(r.code, contract::shard_code::original_not_succeeded);
   EXPECT_EQ(acc().balance, 5);
   EXPECT_EQ(op("refund", "r1").state, op_state::rejected);
   EXPECT_EQ(op("debit", "d1").refunded, 0);
@@ -746,7 +747,7 @@ TEST_F(Decide, RefundOfRejectedOriginalIsRejected) {
 TEST_F(Decide, RefundOfCancelledOriginalIsRejected) {
   add_account("a1", 100);
   st.decide(cancel_key("debit", "d1"));
-  EXPECT_EQ(st.decide(refund("r1", 10, "d1")).code, "original_not_succeeded");
+  EXPECT_EQ(st.decide(refund("r1", 10, "d1")).code, contract::shard_code::original_not_succeeded);
   EXPECT_EQ(acc().balance, 100);
 }
 
@@ -754,7 +755,7 @@ TEST_F(Decide, RefundOverflowIsRejected) {
   add_account("a1", i64max - 5);
   add_operation(debit("d1", 100), op_state::succeeded, 100, 900);
   reply r = st.decide(refund("r1", 10, "d1"));
-  EXPECT_EQ(r.code, "balance_overflow");
+  EXPECT_EQ(r.code, contract::shard_code::balance_overflow);
   EXPECT_EQ(acc().balance, i64max - 5);
   EXPECT_EQ(op("debit", "d1").refunded, 0);
 }
@@ -783,7 +784,7 @@ TEST_F(Decide, CancelKeyBeforeCreditTombstonesIt) {
   EXPECT_EQ(snapshot(), before);
   EXPECT_EQ(acc().balance, 10);
   EXPECT_TRUE(st.ledger.empty());
-  EXPECT_EQ(json::parse(reply_json(late)),
+  EXPECT_EQ(json::parse(contract::to_json_text(late)),
             json::parse(R"({"status":"cancelled","command":"credit","biz_id":"c1","replayed":false})"));
 
   // cancel_key is idempotent.
@@ -799,16 +800,16 @@ TEST_F(Decide, CancelKeyAfterCreditReportsAlreadyApplied) {
   const counts before = snapshot();
   reply k = st.decide(cancel_key("credit", "c1"));
   EXPECT_EQ(k.status, reply_status::already_applied);
-  ASSERT_TRUE(k.applied_state.has_value());
-  EXPECT_EQ(*k.applied_state, op_state::succeeded);
-  EXPECT_TRUE(k.applied_code.empty());
-  EXPECT_TRUE(k.code.empty());
+  ASSERT_TRUE(k.applied.has_value());
+  EXPECT_EQ(k.applied->state, op_state::succeeded);
+  EXPECT_FALSE(k.applied->code.has_value());
+  EXPECT_FALSE(k.code.has_value());
   EXPECT_EQ(k.amount, 100);
   EXPECT_EQ(k.kind, command_kind::cancel_key);
   EXPECT_EQ(snapshot(), before);
   EXPECT_EQ(op("credit", "c1").state, op_state::succeeded);
   EXPECT_EQ(acc().balance, 110);
-  EXPECT_EQ(json::parse(reply_json(k)), json::parse(R"({"status":"already_applied","command":"cancel_key",
+  EXPECT_EQ(json::parse(contract::to_json_text(k)), json::parse(R"({"status":"already_applied","command":"cancel_key",
     "biz_id":"c1","replayed":false,"applied":{"state":"succeeded","amount":100},"amount":100,
     "balance_after":110,"held_after":0,"version":2,"ledger_seq":1001})"));
   // The credit still replays as succeeded.
@@ -821,10 +822,11 @@ TEST_F(Decide, CancelKeyAfterRejectionReportsTheRejection) {
   st.decide(debit("d1", 80));
   reply k = st.decide(cancel_key("debit", "d1"));
   EXPECT_EQ(k.status, reply_status::already_applied);
-  EXPECT_EQ(k.applied_state, std::optional<op_state>(op_state::rejected));
-  EXPECT_EQ(k.applied_code, "insufficient_funds");
-  EXPECT_TRUE(k.code.empty());
-  json j = json::parse(reply_json(k));
+  ASSERT_TRUE(k.applied.has_value());
+  EXPECT_EQ(k.applied->state, op_state::rejected);
+  EXPECT_EQ(k.applied->code, contract::shard_code::insufficient_funds);
+  EXPECT_FALSE(k.code.has_value());
+  json j = json::parse(contract::to_json_text(k));
   EXPECT_EQ(j["applied"], json::parse(R"({"state":"rejected","amount":0,"code":"insufficient_funds"})"));
   EXPECT_FALSE(j.contains("code"));
 }
@@ -849,7 +851,7 @@ TEST_F(Decide, FrozenAccountIsRetriedAndStoresNothing) {
        {credit("c1", 1), debit("d1", 1), hold("h2", 1), capture("h1"), release("h1"), refund("r1", 1, "d0")}) {
     reply r = st.decide(c);
     EXPECT_EQ(r.status, reply_status::retry) << to_string(c.kind);
-    EXPECT_EQ(r.code, "account_frozen") << to_string(c.kind);
+    EXPECT_EQ(r.code, contract::shard_code::account_frozen) << to_string(c.kind);
     EXPECT_EQ(snapshot(), before) << to_string(c.kind);
   }
   EXPECT_FALSE(acc().dirty);
@@ -861,7 +863,7 @@ TEST_F(Decide, ClosedAccountRejects) {
   add_account("a1", 0, 0, 4, account_status::closed);
   reply r = st.decide(credit("c1", 1));
   EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, "account_closed");
+  EXPECT_EQ(r.code, contract::shard_code::account_closed);
   EXPECT_EQ(op("credit", "c1").state, op_state::rejected);
   EXPECT_EQ(acc().balance, 0);
 }
@@ -869,19 +871,19 @@ TEST_F(Decide, ClosedAccountRejects) {
 TEST_F(Decide, UnknownAccountIsRejectedAndStored) {
   reply r = st.decide(credit("c1", 100, "nobody"));
   EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, "account_not_found");
+  EXPECT_EQ(r.code, contract::shard_code::account_not_found);
   EXPECT_TRUE(st.accounts.empty());
   EXPECT_TRUE(st.ledger.empty());
   EXPECT_TRUE(st.events.empty());
   EXPECT_EQ(op("credit", "c1", "nobody").state, op_state::rejected);
-  EXPECT_EQ(op("credit", "c1", "nobody").reason, "account_not_found");
+  EXPECT_EQ(op("credit", "c1", "nobody").reason, contract::shard_code::account_not_found);
   reply again = st.decide(credit("c1", 100, "nobody"));
   EXPECT_TRUE(again.replayed);
-  EXPECT_EQ(again.code, "account_not_found");
+  EXPECT_EQ(again.code, contract::shard_code::account_not_found);
   for (const command& c : {debit("d1", 1, "nobody"), hold("h1", 1, "nobody"), capture("h1", 0, "nobody")}) {
     reply x = st.decide(c);
     EXPECT_EQ(x.status, reply_status::rejected) << to_string(c.kind);
-    EXPECT_EQ(x.code, "account_not_found") << to_string(c.kind);
+    EXPECT_EQ(x.code, contract::shard_code::account_not_found) << to_string(c.kind);
   }
   EXPECT_TRUE(st.accounts.empty());
 }
@@ -1022,7 +1024,7 @@ TEST_F(Decide, Deterministic) {
   batch_state copy = st;
   const std::vector<command> cmds = {debit("d1", 80), debit("d2", 80),  credit("c1", 7, "a2"),
                                      hold("h1", 10),  capture("h1", 4), refund("r1", 80, "d1")};
-  for (const auto& c : cmds) EXPECT_EQ(reply_json(st.decide(c)), reply_json(copy.decide(c)));
+  for (const auto& c : cmds) EXPECT_EQ(contract::to_json_text(st.decide(c)), contract::to_json_text(copy.decide(c)));
   ASSERT_EQ(st.events.size(), copy.events.size());
   for (std::size_t i = 0; i < st.events.size(); ++i) EXPECT_EQ(st.events[i].payload, copy.events[i].payload);
   EXPECT_EQ(st.ledger.size(), copy.ledger.size());
@@ -1046,7 +1048,8 @@ TEST(ReplyJson, SucceededShape) {
   st.lots[batch_state::account_key("t1", "a1")] = {lot};
   reply r = st.decide(
       parse(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}}));
-  EXPECT_EQ(json::parse(reply_json(r)), json::parse(R"({"status":"succeeded","command":"debit","biz_id":"d1",
+  EXPECT_EQ(json::parse(contract::to_json_text(r)),
+            json::parse(R"({"status":"succeeded","command":"debit","biz_id":"d1",
     "replayed":false,"amount":80,"balance_after":20,"held_after":10,"version":4,"ledger_seq":77,
     "lots":[{"lot_id":1,"amount":80,"expires_at":"2027-01-01T00:00:00.000Z","rule_version":"r7"}]})"));
 }
@@ -1057,7 +1060,7 @@ TEST(ReplyJson, RejectedShapeHasNullLedgerSeq) {
                       account_row{"t1", "a1", 100, 10, account_status::active, 3, false, false});
   reply r = st.decide(
       parse(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 91}}));
-  EXPECT_EQ(json::parse(reply_json(r)), json::parse(R"({"status":"rejected","command":"debit","biz_id":"d1",
+  EXPECT_EQ(json::parse(contract::to_json_text(r)), json::parse(R"({"status":"rejected","command":"debit","biz_id":"d1",
     "code":"insufficient_funds","replayed":false,"amount":0,"balance_after":100,"held_after":10,"version":3,
     "ledger_seq":null})"));
 }
@@ -1071,7 +1074,7 @@ TEST(ReplyJson, StatusNames) {
   EXPECT_EQ(to_string(reply_status::retry), "retry");
   EXPECT_EQ(account_status_from("frozen"), std::optional<account_status>(account_status::frozen));
   EXPECT_FALSE(account_status_from("open").has_value());
-  EXPECT_EQ(op_state_from("cancelled"), std::optional<op_state>(op_state::cancelled));
+  EXPECT_EQ(operation_state_from("cancelled"), std::optional<op_state>(op_state::cancelled));
   EXPECT_EQ(hold_state_from("captured"), std::optional<hold_state>(hold_state::captured));
   EXPECT_FALSE(hold_state_from("").has_value());
   EXPECT_EQ(to_string(hold_state::released), "released");

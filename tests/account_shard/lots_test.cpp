@@ -16,6 +16,7 @@
 namespace {
 
 using namespace tally::shard;
+namespace contract = tally::contract;
 using json = nlohmann::json;
 
 constexpr std::int64_t now = 1'800'000'000'000;  // the batch's clock
@@ -213,7 +214,7 @@ TEST_F(Lots, DebitOfValueDueNowFailsInsufficientAndChangesNothing) {
   auto before = lot_of(1);
   auto r = st.decide(parse(cmd("debit", "d1", 1)));
   EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, "insufficient_funds");
+  EXPECT_EQ(r.code, contract::shard_code::insufficient_funds);
   EXPECT_EQ(lot_of(1).remaining, before.remaining);
   EXPECT_EQ(account().balance, 10);
 }
@@ -283,7 +284,7 @@ TEST_F(Lots, ExpireOfALotNotYetDueStoresNothing) {
   auto ops = st.operations.size();
   auto e = st.decide(parse(cmd("expire", "1")));
   EXPECT_EQ(e.status, reply_status::retry);
-  EXPECT_EQ(e.code, "lot_not_due");
+  EXPECT_EQ(e.code, contract::shard_code::lot_not_due);
   EXPECT_EQ(st.operations.size(), ops);
   EXPECT_EQ(account().balance, 10);
 }

@@ -10,6 +10,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// A call as its command goes out on the wire.
+json wire(const outgoing_call& c, std::string_view tenant) { return contract::to_json(shard_command(c, tenant)); }
+
 outgoing_call call(participant_op op) {
   outgoing_call c;
   c.op = op;
@@ -23,17 +26,17 @@ TEST(ShardCommand, ACreditCarriesItsLotFields) {
   auto expiring = call(participant_op::credit);
   expiring.expires_at = 1798761600000;
   expiring.rule_version = "r2";
-  EXPECT_EQ(shard_command(expiring, "t1"), (json{{"type", "credit"},
-                                                 {"tenant", "t1"},
-                                                 {"account_id", "alice"},
-                                                 {"biz_id", "sg_1"},
-                                                 {"amount", 30},
-                                                 {"expires_at", "2027-01-01T00:00:00.000Z"},
-                                                 {"rule_version", "r2"}}));
+  EXPECT_EQ(wire(expiring, "t1"), (json{{"type", "credit"},
+                                        {"tenant", "t1"},
+                                        {"account_id", "alice"},
+                                        {"biz_id", "sg_1"},
+                                        {"amount", 30},
+                                        {"expires_at", "2027-01-01T00:00:00.000Z"},
+                                        {"rule_version", "r2"}}));
   auto split = call(participant_op::credit);
   split.lots = {{20, 1798761600000, "a"}, {10, std::nullopt, "1"}};
   EXPECT_EQ(
-      shard_command(split, "t1"),
+      wire(split, "t1"),
       (json{{"type", "credit"},
             {"tenant", "t1"},
             {"account_id", "alice"},
@@ -57,55 +60,54 @@ TEST(ShardAnswer, TheAmountMovedComesBackApplied) {
       answer_from_result(json::parse(R"({"status":"already_applied","applied":{"state":"succeeded","amount":7}})"));
   EXPECT_EQ(applied.kind, answer_kind::already_applied_succeeded);
   EXPECT_EQ(applied.amount, 7);
-  EXPECT_EQ(answer_from_result(json::parse(R"({"status":"succeeded","amount":"x"})")).amount, 0);
 }
 
 TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   auto credit = call(participant_op::credit);
   credit.memo = "gift";
-  EXPECT_EQ(shard_command(credit, "t1"), (json{{"type", "credit"},
-                                               {"tenant", "t1"},
-                                               {"account_id", "alice"},
-                                               {"biz_id", "sg_1"},
-                                               {"amount", 30},
-                                               {"memo", "gift"}}));
-  EXPECT_EQ(shard_command(call(participant_op::debit), "t1"),
+  EXPECT_EQ(wire(credit, "t1"), (json{{"type", "credit"},
+                                      {"tenant", "t1"},
+                                      {"account_id", "alice"},
+                                      {"biz_id", "sg_1"},
+                                      {"amount", 30},
+                                      {"memo", "gift"}}));
+  EXPECT_EQ(wire(call(participant_op::debit), "t1"),
             (json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
-  EXPECT_EQ(shard_command(call(participant_op::hold), "t1"),
+  EXPECT_EQ(wire(call(participant_op::hold), "t1"),
             (json{{"type", "hold"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
   auto capture = call(participant_op::capture);
   capture.amount = 0;  // the whole hold
-  EXPECT_EQ(shard_command(capture, "t1"),
+  EXPECT_EQ(wire(capture, "t1"),
             (json{{"type", "capture"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}}));
-  EXPECT_EQ(shard_command(call(participant_op::release), "t1"),
+  EXPECT_EQ(wire(call(participant_op::release), "t1"),
             (json{{"type", "release"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}}));
   auto refund = call(participant_op::refund);
   refund.original_type = "capture";
   refund.original_id = "sg_0";
-  EXPECT_EQ(shard_command(refund, "t1"), (json{{"type", "refund"},
-                                               {"tenant", "t1"},
-                                               {"account_id", "alice"},
-                                               {"biz_id", "sg_1"},
-                                               {"amount", 30},
-                                               {"original_type", "capture"},
-                                               {"original_id", "sg_0"}}));
+  EXPECT_EQ(wire(refund, "t1"), (json{{"type", "refund"},
+                                      {"tenant", "t1"},
+                                      {"account_id", "alice"},
+                                      {"biz_id", "sg_1"},
+                                      {"amount", 30},
+                                      {"original_type", "capture"},
+                                      {"original_id", "sg_0"}}));
   refund.amount = 0;  // what is left of the original
-  EXPECT_EQ(shard_command(refund, "t1"), (json{{"type", "refund"},
-                                               {"tenant", "t1"},
-                                               {"account_id", "alice"},
-                                               {"biz_id", "sg_1"},
-                                               {"original_type", "capture"},
-                                               {"original_id", "sg_0"}}));
+  EXPECT_EQ(wire(refund, "t1"), (json{{"type", "refund"},
+                                      {"tenant", "t1"},
+                                      {"account_id", "alice"},
+                                      {"biz_id", "sg_1"},
+                                      {"original_type", "capture"},
+                                      {"original_id", "sg_0"}}));
   outgoing_call cancel;
   cancel.op = participant_op::cancel_key;
   cancel.account = "bob";
   cancel.target_type = "credit";
   cancel.target_id = "sg_1";
-  EXPECT_EQ(shard_command(cancel, "t1"), (json{{"type", "cancel_key"},
-                                               {"tenant", "t1"},
-                                               {"account_id", "bob"},
-                                               {"target_type", "credit"},
-                                               {"target_id", "sg_1"}}));
+  EXPECT_EQ(wire(cancel, "t1"), (json{{"type", "cancel_key"},
+                                      {"tenant", "t1"},
+                                      {"account_id", "bob"},
+                                      {"target_type", "credit"},
+                                      {"target_id", "sg_1"}}));
 }
 
 TEST(ShardAnswer, EveryReplyStatusMapsToOneAnswer) {
@@ -137,8 +139,6 @@ TEST(ShardAnswer, ABusyAccountIsARetryAfterTheShardsPauseAndOtherUnavailablesAre
   auto no_pause = answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}});
   EXPECT_EQ(no_pause.kind, answer_kind::retry);
   EXPECT_EQ(no_pause.retry_after, std::chrono::milliseconds(0));
-  auto not_integer = answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}, {"retry_after_ms", 2.5}});
-  EXPECT_EQ(not_integer.retry_after, std::chrono::milliseconds(0));
   auto capped =
       answer_from_result({{"status", "unavailable"}, {"code", "account_busy"}, {"retry_after_ms", 1'000'000'000}});
   EXPECT_EQ(capped.retry_after, std::chrono::milliseconds(60'000));
@@ -150,8 +150,13 @@ TEST(ShardAnswer, ABusyAccountIsARetryAfterTheShardsPauseAndOtherUnavailablesAre
 }
 
 TEST(ShardAnswer, AnythingUnreadableIsAnUnknownOutcome) {
-  for (const json& j : {json(nullptr), json::array(), json{{"code", "x"}}, json{{"status", 1}},
-                        json{{"status", "maybe"}}, json{{"status", "already_applied"}}})
+  for (const json& j :
+       {json(nullptr), json::array(), json{{"code", "x"}}, json{{"status", 1}}, json{{"status", "maybe"}},
+        json{{"status", "already_applied"}},
+        // A known status with a field it cannot read: no answer rather than a guess.
+        json{{"status", "succeeded"}, {"amount", "x"}}, json{{"status", "rejected"}, {"code", "new_code"}},
+        json{{"status", "unavailable"}, {"code", "account_busy"}, {"retry_after_ms", 2.5}},
+        json{{"status", "succeeded"}, {"command", "transfer"}}})
     EXPECT_EQ(answer_from_result(j).kind, answer_kind::transport) << j.dump();
   EXPECT_EQ(answer_from_status(503).code, "unavailable");
   EXPECT_EQ(answer_from_status(0).code, "no_reply");

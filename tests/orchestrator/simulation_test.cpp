@@ -56,7 +56,7 @@ struct model_shard {
     auto parsed = shard::parse_command(command);
     if (auto* bad = std::get_if<shard::invalid_command>(&parsed))
       throw std::logic_error("the orchestrator sent an invalid command: " + bad->message + " " + command.dump());
-    return json::parse(shard::reply_json(state.decide(std::get<shard::command>(parsed))));
+    return json::parse(contract::to_json_text(state.decide(std::get<shard::command>(parsed))));
   }
   const shard::account_row& account(const std::string& id) const {
     return state.accounts.at(shard::batch_state::account_key(tenant, id));
@@ -268,7 +268,7 @@ class simulation {
       ++stats_.lost;
       return;
     }
-    const auto command = shard_command(c, tenant);
+    const auto command = contract::to_json(shard_command(c, tenant));
     const int sh = shard_of(c.account);
     if (!shards_[sh].up) {  // connection refused: this attempt never leaves, so it has no copies
       push({now_ + ms(pick(1, 5)),
