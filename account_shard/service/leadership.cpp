@@ -5,6 +5,7 @@
 
 #include "account_shard/store/fence.hpp"
 #include "common/log/log.hpp"
+#include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 
 namespace tally::shard {
@@ -13,8 +14,10 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr std::string_view sql_try_lock = "SELECT pg_try_advisory_lock(5461726179)";
+enum class lock_col { locked };
 constexpr std::string_view sql_take_over =
     "UPDATE shard_writer SET epoch = epoch + 1, holder = $1, since = now() RETURNING epoch";
+enum class take_over_col { epoch };
 constexpr std::string_view sql_ping = "SELECT 1";
 constexpr auto timeout = std::chrono::seconds(5);
 }  // namespace
@@ -33,14 +36,14 @@ asio::awaitable<std::int64_t> leadership::async_acquire(std::chrono::millisecond
     if (lock_conn_.is_open()) {
       pg::result r;
       auto err = co_await lock_conn_.async_exec(sql_try_lock, r, timeout);
-      if (!err && r.boolean(0, 0)) {
+      if (!err && pg::row<lock_col>(r, 0).boolean(lock_col::locked)) {
         // The exclusive fence waits for the old writer's transactions in flight.
         std::vector<pg::statement> take_over{
             {pg::sql_begin, {}}, {sql_fence_exclusive, {}}, {sql_take_over, {holder_}}, {pg::sql_commit, {}}};
         std::vector<pg::result> rs;
         err = co_await lock_conn_.async_pipeline(take_over, rs, timeout);
         if (!err) {
-          auto epoch = rs[2].int64(0, 0);
+          auto epoch = pg::row<take_over_col>(rs[2], 0).int64(take_over_col::epoch);
           log::info("writer lock acquired", {{"epoch", epoch}, {"holder", holder_}});
           co_return epoch;
         }

@@ -269,7 +269,7 @@ asio::awaitable<batch_outcome> async_run_batch(pg::connection& conn, const batch
     co_return out;
   }
   const auto& epoch = results[reads.epoch];
-  if (epoch.rows() != 1 || pg::row<value_column>(epoch, 0).int64(value_column::value) != ctx.writer_epoch) {
+  if (epoch.rows() != 1 || pg::row<epoch_col>(epoch, 0).int64(epoch_col::epoch) != ctx.writer_epoch) {
     co_await pg::async_rollback(conn, timeout);
     out.error = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
     co_return out;

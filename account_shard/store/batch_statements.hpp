@@ -168,7 +168,7 @@ constexpr std::string_view sql_lock_named_lots =
     "AND l.lot_id = (e.part->>0)::bigint FOR UPDATE) l";
 #undef TALLY_LOT_COLUMNS
 constexpr std::string_view sql_reserve_seqs = "SELECT nextval('ledger_seq') FROM generate_series(1, $1::int)";
-// The one column of sql_reserve_seqs and of sql_read_epoch.
+// The one column of sql_reserve_seqs.
 enum class value_column { value };
 
 constexpr std::string_view sql_insert_accounts =

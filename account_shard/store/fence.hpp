@@ -14,5 +14,6 @@ namespace tally::shard {
 inline constexpr std::string_view sql_fence_shared = "SELECT pg_advisory_xact_lock_shared(5461726180)";
 inline constexpr std::string_view sql_fence_exclusive = "SELECT pg_advisory_xact_lock(5461726180)";
 inline constexpr std::string_view sql_read_epoch = "SELECT epoch FROM shard_writer";
+enum class epoch_col { epoch };
 
 }  // namespace tally::shard

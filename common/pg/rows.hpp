@@ -29,6 +29,7 @@ class row {
   std::string_view text(Column c) const { return r_->text(index_, at(c)); }
   std::int64_t int64(Column c) const { return r_->int64(index_, at(c)); }
   std::optional<std::int64_t> opt_int64(Column c) const { return r_->opt_int64(index_, at(c)); }
+  bool boolean(Column c) const { return r_->boolean(index_, at(c)); }
 
  private:
   static int at(Column c) { return static_cast<int>(c); }
