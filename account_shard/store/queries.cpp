@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "account_shard/store/fence.hpp"
+#include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 #include "common/projection/next_expiry.hpp"
 #include "common/time/rfc3339.hpp"
@@ -14,12 +15,23 @@ namespace asio = boost::asio;
 
 namespace {
 
-// An account's columns in the order account_json() reads them, with its next expiry.
+// An account's columns, with its next expiry; account_col names them in select order.
 #define TALLY_ACCOUNT_SELECT                                                        \
   "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "         \
   "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " \
   "nx.next_expiry_ms, nx.next_expiry_amount "                                       \
   "FROM account a" TALLY_NEXT_EXPIRY_JOIN
+enum class account_col {
+  tenant,
+  account_id,
+  balance,
+  held,
+  status,
+  version,
+  updated_at,
+  next_expiry_ms,
+  next_expiry_amount
+};
 constexpr std::string_view sql_account = TALLY_ACCOUNT_SELECT "WHERE a.tenant = $1 AND a.account_id = $2";
 // An account's lots in consumption order, after lot $3 (0: from the first).
 // A lot's expiry never changes, so its id alone marks a place in the order.
@@ -33,32 +45,61 @@ constexpr std::string_view sql_lots =
     "l.lot_id) > "
     "(coalesce(c.expires_at, 'infinity'), c.lot_id)) "
     "ORDER BY coalesce(l.expires_at, 'infinity'), l.lot_id LIMIT $5";
+enum class lot_col {  // in select order
+  lot_id,
+  granted,
+  remaining,
+  held,
+  expired,
+  expires_ms,
+  rule_version,
+  state,
+  origin,
+  grace_ms,
+  created_at
+};
 // A frozen account's lots wait until it is unfrozen (its writes are refused).
 constexpr std::string_view sql_due_lots =
     "SELECT l.tenant, l.account_id, l.lot_id FROM lot l JOIN account a USING (tenant, account_id) "
     "WHERE l.state = 'open' AND a.status = 'active' "
     "AND l.expires_at <= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond' ORDER BY l.expires_at LIMIT $2";
+enum class due_lot_col { tenant, account_id, lot_id };  // in select order
 constexpr std::string_view sql_entries =
     "SELECT seq, biz_type, biz_id, delta, balance_after, reverses, "
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
     "FROM ledger_entry WHERE tenant = $1 AND account_id = $2 AND seq > $3 ORDER BY seq LIMIT $4";
+enum class entry_col { seq, biz_type, biz_id, delta, balance_after, reverses, created_at };  // in select order
 constexpr std::string_view sql_holds =
     "SELECT hold_id, amount, captured, state, "
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
     "FROM hold WHERE tenant = $1 AND account_id = $2 ORDER BY created_at, hold_id";
+enum class hold_col { hold_id, amount, captured, state, created_at };  // in select order
 constexpr std::string_view sql_old_holds =
     "SELECT tenant, account_id, hold_id, amount, "
     "(extract(epoch FROM now() - created_at) * 1000)::bigint FROM hold "
     "WHERE state = 'held' AND created_at < now() - make_interval(secs => $1::bigint / 1000.0) "
     "ORDER BY created_at LIMIT $2";
+enum class old_hold_col { tenant, account_id, hold_id, amount, age_ms };  // in select order
 constexpr std::string_view sql_operation =
     "SELECT state, amount, reason, balance_after, held_after, version_after, ledger_seq, refunded, request_hash "
     "FROM operation WHERE tenant = $1 AND account_id = $2 AND biz_type = $3 AND biz_id = $4";
+enum class operation_col {  // in select order
+  state,
+  amount,
+  reason,
+  balance_after,
+  held_after,
+  version_after,
+  ledger_seq,
+  refunded,
+  request_hash
+};
 constexpr std::string_view sql_outbox_backlog =
     "WITH c AS (SELECT coalesce((SELECT tx_id FROM relay_cursor WHERE consumer = 'projection'), '0'::xid8) AS tx_id, "
     "  coalesce((SELECT id FROM relay_cursor WHERE consumer = 'projection'), 0) AS id) "
     "SELECT count(*), coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0) "
     "FROM outbox_event o, c WHERE (o.tx_id, o.id) > (c.tx_id, c.id)";
+enum class backlog_col { undelivered, oldest_age_ms };  // in select order
 constexpr std::string_view sql_accounts_by_status =
     TALLY_ACCOUNT_SELECT "WHERE a.tenant = $1 AND a.status = $2 ORDER BY a.account_id LIMIT $3";
 constexpr std::string_view sql_set_status =
@@ -73,22 +114,24 @@ constexpr std::string_view sql_set_status =
     "AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'amount', nx.next_expiry_amount) END) "
     "FROM u a" TALLY_NEXT_EXPIRY_JOIN;
 
-}  // namespace
-
-nlohmann::json account_json(const pg::result& r, int row, int c) {
-  auto balance = r.int64(row, c + 2);
-  auto held = r.int64(row, c + 3);
-  nlohmann::json j = {{"tenant", r.text(row, c)},
-                      {"account_id", r.text(row, c + 1)},
+nlohmann::json account_json(const pg::row<account_col>& r) {
+  using c = account_col;
+  auto balance = r.int64(c::balance);
+  auto held = r.int64(c::held);
+  nlohmann::json j = {{"tenant", r.text(c::tenant)},
+                      {"account_id", r.text(c::account_id)},
                       {"balance", balance},
                       {"held", held},
                       {"available", balance - held},
-                      {"status", r.text(row, c + 4)},
-                      {"version", r.int64(row, c + 5)},
-                      {"updated_at", r.text(row, c + 6)}};
-  j["next_expiry"] = projection::next_expiry_doc(r.opt_int64(row, c + 7), r.opt_int64(row, c + 8).value_or(0));
+                      {"status", r.text(c::status)},
+                      {"version", r.int64(c::version)},
+                      {"updated_at", r.text(c::updated_at)}};
+  j["next_expiry"] =
+      projection::next_expiry_doc(r.opt_int64(c::next_expiry_ms), r.opt_int64(c::next_expiry_amount).value_or(0));
   return j;
 }
+
+}  // namespace
 
 asio::awaitable<pg::error> queries::async_read(std::span<const pg::statement> statements,
                                                std::vector<pg::result>& out) {
@@ -103,7 +146,7 @@ asio::awaitable<query_result> queries::async_account(std::string tenant, std::st
   std::vector<pg::result> r;
   if ((out.error = co_await async_read(st, r))) co_return out;
   out.found = r[0].rows() == 1;
-  if (out.found) out.body = account_json(r[0], 0, 0);
+  if (out.found) out.body = account_json({r[0], 0});
   co_return out;
 }
 
@@ -118,15 +161,21 @@ asio::awaitable<query_result> queries::async_entries(std::string tenant, std::st
   if (!out.found) co_return out;
   const auto& r = rs[1];
   nlohmann::json entries = nlohmann::json::array();
-  for (int i = 0; i < r.rows(); ++i) {
-    nlohmann::json e = {{"seq", r.int64(i, 0)},   {"biz_type", r.text(i, 1)},       {"biz_id", r.text(i, 2)},
-                        {"delta", r.int64(i, 3)}, {"balance_after", r.int64(i, 4)}, {"created_at", r.text(i, 6)}};
-    if (!r.is_null(i, 5)) e["reverses"] = r.int64(i, 5);
+  using c = entry_col;
+  for (auto row : pg::rows_of<c>(r)) {
+    nlohmann::json e = {{"seq", row.int64(c::seq)},
+                        {"biz_type", row.text(c::biz_type)},
+                        {"biz_id", row.text(c::biz_id)},
+                        {"delta", row.int64(c::delta)},
+                        {"balance_after", row.int64(c::balance_after)},
+                        {"created_at", row.text(c::created_at)}};
+    if (!row.is_null(c::reverses)) e["reverses"] = row.int64(c::reverses);
     entries.push_back(std::move(e));
   }
   bool more = r.rows() == limit;
   out.body = {{"entries", std::move(entries)},
-              {"next", more ? nlohmann::json(std::to_string(r.int64(r.rows() - 1, 0))) : nlohmann::json(nullptr)}};
+              {"next", more ? nlohmann::json(std::to_string(pg::row<c>(r, r.rows() - 1).int64(c::seq)))
+                            : nlohmann::json(nullptr)}};
   co_return out;
 }
 
@@ -137,12 +186,13 @@ asio::awaitable<query_result> queries::async_holds(std::string tenant, std::stri
   if ((out.error = co_await async_read(st, rs))) co_return out;
   const auto& r = rs[0];
   nlohmann::json holds = nlohmann::json::array();
-  for (int i = 0; i < r.rows(); ++i)
-    holds.push_back({{"hold_id", r.text(i, 0)},
-                     {"amount", r.int64(i, 1)},
-                     {"captured", r.int64(i, 2)},
-                     {"state", r.text(i, 3)},
-                     {"created_at", r.text(i, 4)}});
+  using c = hold_col;
+  for (auto row : pg::rows_of<c>(r))
+    holds.push_back({{"hold_id", row.text(c::hold_id)},
+                     {"amount", row.int64(c::amount)},
+                     {"captured", row.int64(c::captured)},
+                     {"state", row.text(c::state)},
+                     {"created_at", row.text(c::created_at)}});
   out.body = {{"holds", std::move(holds)}};
   co_return out;
 }
@@ -154,12 +204,13 @@ asio::awaitable<query_result> queries::async_old_holds(std::int64_t older_than_m
   if ((out.error = co_await async_read(st, rs))) co_return out;
   const auto& r = rs[0];
   nlohmann::json holds = nlohmann::json::array();
-  for (int i = 0; i < r.rows(); ++i)
-    holds.push_back({{"tenant", r.text(i, 0)},
-                     {"account_id", r.text(i, 1)},
-                     {"hold_id", r.text(i, 2)},
-                     {"amount", r.int64(i, 3)},
-                     {"age_ms", r.int64(i, 4)}});
+  using c = old_hold_col;
+  for (auto row : pg::rows_of<c>(r))
+    holds.push_back({{"tenant", row.text(c::tenant)},
+                     {"account_id", row.text(c::account_id)},
+                     {"hold_id", row.text(c::hold_id)},
+                     {"amount", row.int64(c::amount)},
+                     {"age_ms", row.int64(c::age_ms)}});
   out.body = {{"holds", std::move(holds)}};
   co_return out;
 }
@@ -170,22 +221,23 @@ asio::awaitable<query_result> queries::async_operation(std::string tenant, std::
   std::vector<pg::statement> st{{sql_operation, {tenant, account_id, biz_type, biz_id}}};
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
-  const auto& r = rs[0];
-  out.found = r.rows() == 1;
+  out.found = rs[0].rows() == 1;
   if (!out.found) co_return out;
+  using c = operation_col;
+  const pg::row<c> r(rs[0], 0);
   out.body = {{"tenant", tenant},
               {"account_id", account_id},
               {"biz_type", biz_type},
               {"biz_id", biz_id},
-              {"state", r.text(0, 0)},
-              {"amount", r.int64(0, 1)},
-              {"balance_after", r.int64(0, 3)},
-              {"held_after", r.int64(0, 4)},
-              {"version", r.int64(0, 5)},
-              {"refunded", r.int64(0, 7)},
-              {"request_hash", r.text(0, 8)}};
-  out.body["code"] = r.is_null(0, 2) ? nlohmann::json(nullptr) : nlohmann::json(r.text(0, 2));
-  out.body["ledger_seq"] = r.is_null(0, 6) ? nlohmann::json(nullptr) : nlohmann::json(r.int64(0, 6));
+              {"state", r.text(c::state)},
+              {"amount", r.int64(c::amount)},
+              {"balance_after", r.int64(c::balance_after)},
+              {"held_after", r.int64(c::held_after)},
+              {"version", r.int64(c::version_after)},
+              {"refunded", r.int64(c::refunded)},
+              {"request_hash", r.text(c::request_hash)}};
+  out.body["code"] = r.is_null(c::reason) ? nlohmann::json(nullptr) : nlohmann::json(r.text(c::reason));
+  out.body["ledger_seq"] = r.is_null(c::ledger_seq) ? nlohmann::json(nullptr) : nlohmann::json(r.int64(c::ledger_seq));
   co_return out;
 }
 
@@ -201,24 +253,25 @@ asio::awaitable<query_result> queries::async_lots(std::string tenant, std::strin
   if (!out.found) co_return out;
   const auto& r = rs[1];
   auto lots = nlohmann::json::array();
-  for (int i = 0; i < r.rows(); ++i) {
-    auto expires = r.opt_int64(i, 5);
-    nlohmann::json l = {{"lot_id", r.int64(i, 0)},
-                        {"granted", r.int64(i, 1)},
-                        {"remaining", r.int64(i, 2)},
-                        {"held", r.int64(i, 3)},
-                        {"expired", r.int64(i, 4)},
+  using c = lot_col;
+  for (auto row : pg::rows_of<c>(r)) {
+    auto expires = row.opt_int64(c::expires_ms);
+    nlohmann::json l = {{"lot_id", row.int64(c::lot_id)},
+                        {"granted", row.int64(c::granted)},
+                        {"remaining", row.int64(c::remaining)},
+                        {"held", row.int64(c::held)},
+                        {"expired", row.int64(c::expired)},
                         {"expires_at", expires ? nlohmann::json(time::rfc3339_ms(*expires)) : nlohmann::json()},
-                        {"rule_version", r.text(i, 6)},
-                        {"state", r.text(i, 7)},
-                        {"origin", r.text(i, 8)},
-                        {"created_at", r.text(i, 10)}};
-    if (auto grace = r.opt_int64(i, 9)) l["grace_ms"] = *grace;
+                        {"rule_version", row.text(c::rule_version)},
+                        {"state", row.text(c::state)},
+                        {"origin", row.text(c::origin)},
+                        {"created_at", row.text(c::created_at)}};
+    if (auto grace = row.opt_int64(c::grace_ms)) l["grace_ms"] = *grace;
     lots.push_back(std::move(l));
   }
   // As the entries' cursor: the last id of a full page, as a string.
   nlohmann::json next = nullptr;
-  if (r.rows() == page.limit) next = std::to_string(r.int64(r.rows() - 1, 0));
+  if (r.rows() == page.limit) next = std::to_string(pg::row<c>(r, r.rows() - 1).int64(c::lot_id));
   out.body = {{"lots", std::move(lots)}, {"next", std::move(next)}};
   co_return out;
 }
@@ -229,7 +282,9 @@ asio::awaitable<query_result> queries::async_due_lots(std::int64_t now_ms, int l
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
   out.body = nlohmann::json::array();
-  for (int i = 0; i < rs[0].rows(); ++i) out.body.push_back({rs[0].text(i, 0), rs[0].text(i, 1), rs[0].int64(i, 2)});
+  using c = due_lot_col;
+  for (auto row : pg::rows_of<c>(rs[0]))
+    out.body.push_back({row.text(c::tenant), row.text(c::account_id), row.int64(c::lot_id)});
   co_return out;
 }
 
@@ -239,7 +294,9 @@ asio::awaitable<query_result> queries::async_outbox_backlog() {
   std::vector<pg::result> r;
   if ((out.error = co_await async_read(st, r))) co_return out;
   out.found = true;
-  out.body = {{"undelivered", r[0].int64(0, 0)}, {"oldest_undelivered_age_ms", r[0].int64(0, 1)}};
+  const pg::row<backlog_col> row(r[0], 0);
+  out.body = {{"undelivered", row.int64(backlog_col::undelivered)},
+              {"oldest_undelivered_age_ms", row.int64(backlog_col::oldest_age_ms)}};
   co_return out;
 }
 
@@ -251,7 +308,7 @@ asio::awaitable<pg::error> queries::async_fenced_write(std::vector<pg::statement
   for (auto& w : writes) st.push_back(std::move(w));
   std::vector<pg::result> rs;
   auto err = co_await conn->async_pipeline(st, rs, timeout_);
-  if (!err && rs[2].int64(0, 0) != writer_epoch)
+  if (!err && pg::row<epoch_col>(rs[2], 0).int64(epoch_col::epoch) != writer_epoch)
     err = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
   if (err) {
     co_await pg::async_rollback(*conn, timeout_);
@@ -273,7 +330,7 @@ asio::awaitable<query_result> queries::async_set_status(std::string tenant, std:
   out.error = co_await async_fenced_write(std::move(writes), writer_epoch, rs);
   if (out.error) co_return out;
   out.found = rs[1].rows() == 1;
-  if (out.found) out.body = account_json(rs[1], 0, 0);
+  if (out.found) out.body = account_json({rs[1], 0});
   co_return out;
 }
 
@@ -283,7 +340,7 @@ asio::awaitable<query_result> queries::async_accounts_by_status(std::string tena
   std::vector<pg::result> r;
   if ((out.error = co_await async_read(st, r))) co_return out;
   auto accounts = nlohmann::json::array();
-  for (int i = 0; i < r[0].rows(); ++i) accounts.push_back(account_json(r[0], i, 0));
+  for (auto row : pg::rows_of<account_col>(r[0])) accounts.push_back(account_json(row));
   out.body = {{"accounts", std::move(accounts)}};
   co_return out;
 }

@@ -119,6 +119,4 @@ class queries {
   std::chrono::milliseconds timeout_;
 };
 
-nlohmann::json account_json(const pg::result& r, int row, int first_col);
-
 }  // namespace tally::shard
