@@ -47,7 +47,8 @@ struct account_set {
 // (rebuilt up to the watermark, Σ after it, has opening, repeated keys,
 // last entry up to the watermark, then its checkpoint), its open holds, its
 // lots and what names them. A full reconciliation fills it from statements
-// of its own (store/reconciliation.cpp) with `checkpoints` read apart.
+// of its own (store/account_check_statements.hpp) with `checkpoints` read
+// apart.
 struct run_reads {
   pg::result accounts, ledger, checkpoints, open_holds, lots, lot_parts, held_parts, expire_entries, allocations;
   bool history_read = true;           // lot_parts and expire_entries were read
@@ -57,6 +58,7 @@ struct run_reads {
 // A check's snapshot, and its default watermark: the newest entry in it.
 inline constexpr std::string_view sql_check_snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 inline constexpr std::string_view sql_max_seq = "SELECT coalesce(max(seq), 0) FROM ledger_entry";
+enum class max_seq_col { seq };
 
 // The statements of a check of `set` at watermark `w` (`tenant`: the
 // scope, for the reads over the scope's open holds), in the order

@@ -9,12 +9,15 @@
 
 #include "account_shard/ledger/reconcile.hpp"
 #include "account_shard/store/account_check.hpp"
+#include "account_shard/store/account_check_statements.hpp"
 #include "account_shard/store/queries.hpp"
+#include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 
 namespace tally::shard {
 
 namespace asio = boost::asio;
+using namespace check_sql;
 
 std::string_view to_string(reconcile_mode m) { return m == reconcile_mode::full ? "full" : "incremental"; }
 
@@ -26,60 +29,14 @@ std::optional<reconcile_mode> reconcile_mode_from(std::string_view s) {
 
 namespace {
 
-// Reconciliation reads each table on its own, or probes another by key from
-// a LATERAL subquery (OFFSET 0 keeps it from being merged into a join, so
-// the probe is the only way in), and joins the rows in memory by key. A
-// join in SQL would leave the run to the planner's statistics, which crash
-// recovery leaves stale until the next analyse: after a chaos run's
-// restarts, the open holds' parts joined in SQL ran on the CPU past the
-// 5 s statement time-out (0.2 ms once the tables were analysed).
-//
-// A full run's statements take the tenant ($1, NULL: every tenant); an
-// incremental run's take the accounts to check as two arrays ($1 tenants,
-// $2 account ids), each account probed by key.
-constexpr std::string_view sql_reconcile_accounts =
-    "SELECT tenant, account_id, balance, held FROM account WHERE $1::text IS NULL OR tenant = $1 "
-    "ORDER BY tenant, account_id";
-// Per account: Σ entries up to the watermark $2 and after it, whether it
-// has an opening entry, how many entries repeat a business key, and its
-// last entry up to the watermark.
-constexpr std::string_view sql_reconcile_ledger =
-    "SELECT tenant, account_id, coalesce(sum(delta) FILTER (WHERE seq <= $2), 0), "
-    "coalesce(sum(delta) FILTER (WHERE seq > $2), 0), bool_or(biz_type = 'open_account'), "
-    "count(*) - count(DISTINCT (biz_type, biz_id)), coalesce(max(seq) FILTER (WHERE seq <= $2), 0) "
-    "FROM ledger_entry WHERE $1::text IS NULL OR tenant = $1 GROUP BY tenant, account_id";
-constexpr std::string_view sql_reconcile_checkpoints =
-    "SELECT tenant, account_id, seq, balance, clean FROM account_checkpoint WHERE $1::text IS NULL OR tenant = $1";
-constexpr std::string_view sql_reconcile_lots =
-    "SELECT tenant, account_id, lot_id, remaining, held, expired, state = 'expired' FROM lot "
-    "WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, account_id, lot_id";
-// Per lot: what the operations naming it add up to (granted and returned
-// minus taken), and what the expire operations took from it.
-constexpr std::string_view sql_reconcile_lot_parts =
-    "SELECT o.tenant, o.account_id, (p->>0)::bigint, "
-    "sum(CASE WHEN o.biz_type IN ('credit', 'refund', 'lot_migration') THEN (p->>1)::bigint "
-    "  WHEN o.biz_type = 'hold' THEN 0 ELSE -(p->>1)::bigint END), "
-    "coalesce(sum((p->>1)::bigint) FILTER (WHERE o.biz_type = 'expire'), 0) "
-    "FROM operation o CROSS JOIN LATERAL jsonb_array_elements(o.lots) p "
-    "WHERE o.state = 'succeeded' AND o.lots IS NOT NULL AND ($1::text IS NULL OR o.tenant = $1) GROUP BY 1, 2, 3";
-// Per account and business id, its expire entries (a lot's biz_id: its id).
-constexpr std::string_view sql_reconcile_expire_entries =
-    "SELECT tenant, account_id, biz_id, count(*) FROM ledger_entry WHERE biz_type = 'expire' "
-    "AND ($1::text IS NULL OR tenant = $1) GROUP BY 1, 2, 3";
-// Operations whose lot parts do not add up to their ledger entry (each
-// probes its entry by sequence number).
-constexpr std::string_view sql_reconcile_allocations =
-    "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, s.total, e.delta FROM operation o "
-    "CROSS JOIN LATERAL (SELECT e.delta FROM ledger_entry e WHERE e.seq = o.ledger_seq OFFSET 0) e "
-    "CROSS JOIN LATERAL (SELECT sum((p->>1)::bigint) AS total FROM jsonb_array_elements(o.lots) p) s "
-    "WHERE o.lots IS NOT NULL AND o.state = 'succeeded' AND ($1::text IS NULL OR o.tenant = $1) "
-    "AND s.total <> abs(e.delta)";
+// A full run's statements are in account_check_statements.hpp.
 
 // ---- incremental ----
 // Where the last run of the scope ended: of the tenant $1, or of every
 // tenant (a run over every tenant covers each one).
 constexpr std::string_view sql_reconcile_since =
     "SELECT coalesce(max(watermark), 0) FROM reconciliation_run WHERE tenant IS NULL OR tenant = $1";
+enum class since_col { watermark };
 // The accounts to check: written since $2 (the ledger's primary key), with
 // an open hold, or differing at their last check.
 constexpr std::string_view sql_reconcile_touched =
@@ -87,6 +44,7 @@ constexpr std::string_view sql_reconcile_touched =
     "UNION SELECT tenant, account_id FROM hold WHERE state = 'held' AND ($1::text IS NULL OR tenant = $1) "
     "UNION SELECT tenant, account_id FROM account_checkpoint WHERE NOT clean AND ($1::text IS NULL OR tenant = $1) "
     "ORDER BY 1, 2";
+enum class touched_col { tenant, account_id };  // in select order
 
 constexpr std::string_view sql_record_reconciliation =
     "INSERT INTO reconciliation_run (tenant, watermark, differences, classes, frozen, report, mode, since) "
@@ -96,6 +54,7 @@ constexpr std::string_view sql_reconciliation_runs =
     "SELECT run_id, to_char(ran_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), watermark, "
     "differences, classes::text, frozen::text, report::text, mode, since FROM reconciliation_run "
     "WHERE tenant IS NOT DISTINCT FROM $1 ORDER BY run_id DESC LIMIT $2";
+enum class run_col { run_id, ran_at, watermark, differences, classes, frozen, report, mode, since };  // in select order
 
 }  // namespace
 
@@ -112,8 +71,8 @@ asio::awaitable<query_result> queries::async_reconcile(reconcile_request rq, std
     std::vector<pg::statement> start{{sql_check_snapshot, {}}, {sql_max_seq, {}}, {sql_reconcile_since, {tenant}}};
     std::vector<pg::result> rs;
     if ((out.error = co_await conn->async_pipeline(start, rs, timeout_))) co_return out;
-    w = rq.watermark.value_or(rs[1].int64(0, 0));
-    since = rs[2].int64(0, 0);
+    w = rq.watermark.value_or(pg::row<max_seq_col>(rs[1], 0).int64(max_seq_col::seq));
+    since = pg::row<since_col>(rs[2], 0).int64(since_col::watermark);
     if (incremental && w < since) {
       co_await pg::async_rollback(*conn, timeout_);
       out.refusal = "an incremental run's watermark cannot be below the last run's (" + std::to_string(since) +
@@ -126,7 +85,8 @@ asio::awaitable<query_result> queries::async_reconcile(reconcile_request rq, std
       std::vector<pg::statement> touched{{sql_reconcile_touched, {tenant, std::to_string(since)}}};
       if ((out.error = co_await conn->async_pipeline(touched, rs, timeout_))) co_return out;
       account_set set;
-      for (int i = 0; i < rs[0].rows(); ++i) set.add(std::string(rs[0].text(i, 0)), std::string(rs[0].text(i, 1)));
+      for (auto row : pg::rows_of<touched_col>(rs[0]))
+        set.add(std::string(row.text(touched_col::tenant)), std::string(row.text(touched_col::account_id)));
       auto st = check_statements(set, w, check_kind::since_checkpoint, tenant);
       if ((out.error = co_await conn->async_pipeline(st, reads, timeout_))) co_return out;
       in = reads_of(std::move(reads), check_kind::since_checkpoint);
@@ -202,16 +162,17 @@ asio::awaitable<query_result> queries::async_reconciliation_runs(std::optional<s
   std::vector<pg::result> r;
   if ((out.error = co_await async_read(st, r))) co_return out;
   auto reports = nlohmann::json::array();
-  for (int i = 0; i < r[0].rows(); ++i) {
-    reports.push_back({{"report_id", r[0].int64(i, 0)},
-                       {"ran_at", std::string(r[0].text(i, 1))},
-                       {"mode", std::string(r[0].text(i, 7))},
-                       {"watermark", r[0].int64(i, 2)},
-                       {"since", r[0].is_null(i, 8) ? nlohmann::json(nullptr) : nlohmann::json(r[0].int64(i, 8))},
-                       {"differences", r[0].int64(i, 3)},
-                       {"classes", nlohmann::json::parse(r[0].text(i, 4))},
-                       {"frozen", nlohmann::json::parse(r[0].text(i, 5))},
-                       {"report", nlohmann::json::parse(r[0].text(i, 6))}});
+  using c = run_col;
+  for (auto row : pg::rows_of<c>(r[0])) {
+    reports.push_back({{"report_id", row.int64(c::run_id)},
+                       {"ran_at", std::string(row.text(c::ran_at))},
+                       {"mode", std::string(row.text(c::mode))},
+                       {"watermark", row.int64(c::watermark)},
+                       {"since", row.is_null(c::since) ? nlohmann::json(nullptr) : nlohmann::json(row.int64(c::since))},
+                       {"differences", row.int64(c::differences)},
+                       {"classes", nlohmann::json::parse(row.text(c::classes))},
+                       {"frozen", nlohmann::json::parse(row.text(c::frozen))},
+                       {"report", nlohmann::json::parse(row.text(c::report))}});
   }
   out.body = {{"reports", std::move(reports)}};
   co_return out;
