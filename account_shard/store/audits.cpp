@@ -7,6 +7,7 @@
 
 #include "account_shard/store/account_check.hpp"
 #include "account_shard/store/queries.hpp"
+#include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 
 namespace tally::shard {
@@ -24,22 +25,22 @@ constexpr int kept_findings = 1000;
   "findings::text, frozen::text, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " \
   "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "                               \
   "to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), cursor_tenant, cursor_account"
-enum column {
-  c_id,
-  c_tenant,
-  c_state,
-  c_freeze,
-  c_total,
-  c_checked,
-  c_differences,
-  c_classes,
-  c_findings,
-  c_frozen,
-  c_started,
-  c_updated,
-  c_finished,
-  c_cursor_tenant,
-  c_cursor_account
+enum class audit_col {  // in select order
+  id,
+  tenant,
+  state,
+  freeze,
+  total,
+  checked,
+  differences,
+  classes,
+  findings,
+  frozen,
+  started,
+  updated,
+  finished,
+  cursor_tenant,
+  cursor_account
 };
 
 constexpr std::string_view sql_start =
@@ -55,10 +56,12 @@ constexpr std::string_view sql_cancel =
     "UPDATE audit_run SET state = 'cancelled', updated_at = now(), finished_at = now() "
     "WHERE audit_id = $1 AND ($2::text IS NULL OR tenant = $2) AND state = 'running'";
 constexpr std::string_view sql_running = "SELECT audit_id FROM audit_run WHERE state = 'running' ORDER BY audit_id";
+enum class running_col { audit_id };
 // The next page of the scope's accounts after the cursor, by the primary key.
 constexpr std::string_view sql_page =
     "SELECT tenant, account_id FROM account WHERE ($1::text IS NULL OR tenant = $1) "
     "AND ($2::text IS NULL OR (tenant, account_id) > ($2, $3)) ORDER BY tenant, account_id LIMIT $4";
+enum class page_col { tenant, account_id };  // in select order
 // A page's progress; the audit completes with its last page (unless it was
 // cancelled meanwhile: the page still counts).
 constexpr std::string_view sql_progress =
@@ -72,21 +75,22 @@ constexpr std::string_view sql_progress =
     "finished_at = CASE WHEN state = 'running' AND NOT $10 THEN now() ELSE finished_at END "
     "WHERE audit_id = $1";
 
-nlohmann::json audit_json(const pg::result& r, int i) {
-  const auto total = r.int64(i, c_total), checked = r.int64(i, c_checked);
-  nlohmann::json j = {{"audit_id", r.int64(i, c_id)},
-                      {"state", r.text(i, c_state)},
-                      {"freeze", r.boolean(i, c_freeze)},
+nlohmann::json audit_json(const pg::row<audit_col>& r) {
+  using c = audit_col;
+  const auto total = r.int64(c::total), checked = r.int64(c::checked);
+  nlohmann::json j = {{"audit_id", r.int64(c::id)},
+                      {"state", r.text(c::state)},
+                      {"freeze", r.boolean(c::freeze)},
                       {"accounts_total", total},
                       {"accounts_checked", checked},
                       {"progress", total == 0 ? 1.0 : std::min(1.0, static_cast<double>(checked) / total)},
-                      {"differences", r.int64(i, c_differences)},
-                      {"classes", nlohmann::json::parse(r.text(i, c_classes))},
-                      {"accounts_with_differences", nlohmann::json::parse(r.text(i, c_findings))},
-                      {"frozen", nlohmann::json::parse(r.text(i, c_frozen))},
-                      {"started_at", r.text(i, c_started)},
-                      {"updated_at", r.text(i, c_updated)}};
-  j["finished_at"] = r.is_null(i, c_finished) ? nlohmann::json(nullptr) : nlohmann::json(r.text(i, c_finished));
+                      {"differences", r.int64(c::differences)},
+                      {"classes", nlohmann::json::parse(r.text(c::classes))},
+                      {"accounts_with_differences", nlohmann::json::parse(r.text(c::findings))},
+                      {"frozen", nlohmann::json::parse(r.text(c::frozen))},
+                      {"started_at", r.text(c::started)},
+                      {"updated_at", r.text(c::updated)}};
+  j["finished_at"] = r.is_null(c::finished) ? nlohmann::json(nullptr) : nlohmann::json(r.text(c::finished));
   return j;
 }
 
@@ -104,7 +108,7 @@ asio::awaitable<query_result> queries::async_audit_start(std::optional<std::stri
   std::vector<pg::statement> st{{sql_start, {tenant, freeze ? "true" : "false"}}};
   std::vector<pg::result> rs;
   if ((out.error = co_await async_fenced_write(std::move(st), writer_epoch, rs))) co_return out;
-  out.body = audit_json(rs[0], 0);
+  out.body = audit_json({rs[0], 0});
   co_return out;
 }
 
@@ -114,7 +118,7 @@ asio::awaitable<query_result> queries::async_audit(std::int64_t audit_id, std::o
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
   out.found = rs[0].rows() == 1;
-  if (out.found) out.body = audit_json(rs[0], 0);
+  if (out.found) out.body = audit_json({rs[0], 0});
   co_return out;
 }
 
@@ -124,7 +128,7 @@ asio::awaitable<query_result> queries::async_audits(std::optional<std::string> t
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
   auto audits = nlohmann::json::array();
-  for (int i = 0; i < rs[0].rows(); ++i) audits.push_back(audit_json(rs[0], i));
+  for (auto row : pg::rows_of<audit_col>(rs[0])) audits.push_back(audit_json(row));
   out.body = {{"audits", std::move(audits)}};
   co_return out;
 }
@@ -137,7 +141,7 @@ asio::awaitable<query_result> queries::async_audit_cancel(std::int64_t audit_id,
   std::vector<pg::result> rs;
   if ((out.error = co_await async_fenced_write(std::move(st), writer_epoch, rs))) co_return out;
   out.found = rs[1].rows() == 1;
-  if (out.found) out.body = audit_json(rs[1], 0);
+  if (out.found) out.body = audit_json({rs[1], 0});
   co_return out;
 }
 
@@ -147,7 +151,7 @@ asio::awaitable<query_result> queries::async_running_audits() {
   std::vector<pg::result> rs;
   if ((out.error = co_await async_read(st, rs))) co_return out;
   out.body = nlohmann::json::array();
-  for (int i = 0; i < rs[0].rows(); ++i) out.body.push_back(rs[0].int64(i, 0));
+  for (auto row : pg::rows_of<running_col>(rs[0])) out.body.push_back(row.int64(running_col::audit_id));
   co_return out;
 }
 
@@ -166,24 +170,26 @@ asio::awaitable<query_result> queries::async_audit_page(std::int64_t audit_id, i
         {sql_check_snapshot, {}}, {sql_max_seq, {}}, {sql_audit, {std::to_string(audit_id), {}}}};
     std::vector<pg::result> rs;
     if ((out.error = co_await conn->async_pipeline(start, rs, timeout_))) co_return out;
-    const auto& audit = rs[2];
-    if (audit.rows() != 1 || audit.text(0, c_state) != "running") {
+    using c = audit_col;
+    const pg::row<c> audit(rs[2], 0);
+    if (rs[2].rows() != 1 || audit.text(c::state) != "running") {
       co_await pg::async_rollback(*conn, timeout_);
       out.body = {{"more", false}, {"accounts", 0}};
       co_return out;
     }
-    w = rs[1].int64(0, 0);
-    if (!audit.is_null(0, c_tenant)) tenant = std::string(audit.text(0, c_tenant));
-    freeze = audit.boolean(0, c_freeze);
-    classes = nlohmann::json::parse(audit.text(0, c_classes));
+    w = pg::row<max_seq_col>(rs[1], 0).int64(max_seq_col::seq);
+    if (!audit.is_null(c::tenant)) tenant = std::string(audit.text(c::tenant));
+    freeze = audit.boolean(c::freeze);
+    classes = nlohmann::json::parse(audit.text(c::classes));
     std::optional<std::string> after_tenant, after_account;
-    if (!audit.is_null(0, c_cursor_tenant)) {
-      after_tenant = std::string(audit.text(0, c_cursor_tenant));
-      after_account = std::string(audit.text(0, c_cursor_account));
+    if (!audit.is_null(c::cursor_tenant)) {
+      after_tenant = std::string(audit.text(c::cursor_tenant));
+      after_account = std::string(audit.text(c::cursor_account));
     }
     std::vector<pg::statement> next{{sql_page, {tenant, after_tenant, after_account, std::to_string(page)}}};
     if ((out.error = co_await conn->async_pipeline(next, rs, timeout_))) co_return out;
-    for (int i = 0; i < rs[0].rows(); ++i) set.add(std::string(rs[0].text(i, 0)), std::string(rs[0].text(i, 1)));
+    for (auto row : pg::rows_of<page_col>(rs[0]))
+      set.add(std::string(row.text(page_col::tenant)), std::string(row.text(page_col::account_id)));
     if (set.size() > 0) {
       auto st = check_statements(set, w, check_kind::whole_history, tenant);
       std::vector<pg::result> reads;
