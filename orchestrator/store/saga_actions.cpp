@@ -1,6 +1,7 @@
 // Actions on sagas (saga_store.hpp): an app's or operator's request queued
 // for the instance that holds the saga, woken by a notification, and its
 // result; and the names they are stored under.
+#include "common/pg/rows.hpp"
 #include "orchestrator/store/saga_statements.hpp"
 #include "orchestrator/store/saga_store.hpp"
 
@@ -16,7 +17,7 @@ asio::awaitable<pg::error> saga_store::async_request_action(std::string saga_id,
   std::vector<param> params{std::move(saga_id), std::string(to_string(action)), std::to_string(unix_ms(now)),
                             std::string(action_requested_channel)};
   auto err = co_await query(sql_request_action, std::move(params), r);
-  if (!err) id = r.int64(0, 0);
+  if (!err) id = pg::row<request_action_col>(r, 0).int64(request_action_col::id);
   co_return err;
 }
 
@@ -37,7 +38,8 @@ asio::awaitable<pg::error> saga_store::async_action_result(std::int64_t id,
   pg::result r;
   std::vector<param> params{std::to_string(id)};
   auto err = co_await query(sql_action_result, std::move(params), r);
-  result = !err && r.rows() == 1 ? request_result_from(r.text(0, 0)) : std::nullopt;
+  result = !err && r.rows() == 1 ? request_result_from(pg::row<action_result_col>(r, 0).text(action_result_col::result))
+                                 : std::nullopt;
   co_return err;
 }
 

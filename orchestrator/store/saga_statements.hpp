@@ -5,12 +5,31 @@
 
 namespace tally::orch::saga_sql {
 
-// The columns every read returns, in the order decode() reads them.
+// The columns every read returns; saga_col names them in select order.
 #define TALLY_SAGA_COLUMNS                                                                                        \
   "s.saga_id, s.tenant, s.type, s.biz_id, s.request_hash, s.workflow, s.input::text, s.state, s.progress::text, " \
   "s.error_code, s.error_message, s.attention, (extract(epoch FROM s.created_at) * 1000)::bigint, "               \
   "(extract(epoch FROM s.updated_at) * 1000)::bigint, (extract(epoch FROM s.deadline) * 1000)::bigint, "          \
   "(extract(epoch FROM s.wake_at) * 1000)::bigint, s.version"
+enum class saga_col {
+  saga_id,
+  tenant,
+  type,
+  biz_id,
+  request_hash,
+  workflow,
+  input,
+  state,
+  progress,
+  error_code,
+  error_message,
+  attention,
+  created_ms,
+  updated_ms,
+  deadline_ms,
+  wake_ms,
+  version
+};
 
 // The counts by state (saga_state_count) move by what a statement wrote:
 // rows of (tenant, state, change), added to this session's own slot, so
@@ -44,6 +63,7 @@ inline constexpr std::string_view sql_insert =
     "  SELECT ins.tenant, ins.saga_id, 1, 'saga.state', e.payload::json"
     "  FROM ins JOIN unnest($18::text[], $19::text[]) AS e(saga_id, payload) USING (saga_id))"
     " SELECT saga_id FROM ins";
+enum class insert_col { saga_id };
 // One statement per round saves every other write of the round: a saga is
 // written only while this instance ($1) holds it at the version the write
 // names. An event is written where the payload is not NULL. $2 is now.
@@ -78,6 +98,7 @@ inline constexpr std::string_view sql_save =
     "  JOIN u USING (saga_id)"
     "  ON CONFLICT (saga_id, step, item, undo, attempt) DO NOTHING)"
     " SELECT saga_id, version FROM u";
+enum class save_col { saga_id, version };  // in select order
 inline constexpr std::string_view sql_by_id = "SELECT " TALLY_SAGA_COLUMNS " FROM saga s WHERE s.saga_id = $1";
 // Due sagas whose holder's heartbeat lapsed, and this instance's own that
 // have been due for a lease period ($4 ms) without a write: a claim whose
@@ -104,6 +125,7 @@ inline constexpr std::string_view sql_claim =
 inline constexpr std::string_view sql_counts =
     "SELECT state, sum(sagas)::bigint, 0::bigint FROM saga_state_count WHERE tenant = $1 GROUP BY state"
     " UNION ALL SELECT 'overdue', 0, count(*) FROM saga s WHERE s.tenant = $1 AND " TALLY_SAGA_OVERDUE("$2");
+enum class counts_col { state, sagas, overdue };  // in select order
 // Rows of sessions no longer running move into slot 0 (a pid taken again
 // by a new session only adds to what its rows hold: counts are sums).
 inline constexpr std::string_view sql_fold_counts =
@@ -131,6 +153,8 @@ inline constexpr std::string_view sql_attempts =
     "SELECT step, item, undo, attempt, shard, command::text, (extract(epoch FROM sent_at) * 1000)::bigint, outcome,"
     " code, (extract(epoch FROM answered_at) * 1000)::bigint FROM saga_step WHERE saga_id = $1"
     " ORDER BY sent_at, step, item, undo, attempt";
+// In select order.
+enum class attempt_col { step, item, undo, attempt, shard, command, sent_ms, outcome, code, answered_ms };
 inline constexpr std::string_view sql_release_all = "DELETE FROM orchestrator_instance WHERE instance = $1";
 inline constexpr std::string_view sql_release =
     "UPDATE saga SET lease_owner = NULL WHERE saga_id = $1 AND lease_owner = $2";
@@ -139,10 +163,12 @@ inline constexpr std::string_view sql_request_action =
     " due AS (UPDATE saga SET wake_at = LEAST(wake_at, to_timestamp($3::bigint / 1000.0))"
     "  WHERE saga_id = $1 AND state NOT IN ('completed', 'failed', 'compensated'))"
     " SELECT id, pg_notify($4, $1) FROM a";
+enum class request_action_col { id, notified };  // in select order
 inline constexpr std::string_view sql_take_actions =
     "UPDATE saga_action a SET status = 'taken' FROM saga s"
     " WHERE a.status = 'pending' AND a.saga_id = s.saga_id AND s.lease_owner = $1"
     " RETURNING a.id, a.saga_id, a.action";
+enum class take_action_col { id, saga_id, action };  // in select order
 inline constexpr std::string_view sql_return_action =
     "WITH a AS (UPDATE saga_action SET status = 'pending' WHERE id = $1 RETURNING saga_id),"
     " due AS (UPDATE saga s SET wake_at = LEAST(s.wake_at, to_timestamp($2::bigint / 1000.0)) FROM a"
@@ -154,6 +180,7 @@ inline constexpr std::string_view sql_finish_action =
     " SELECT pg_notify($3, id::text) FROM f";
 inline constexpr std::string_view sql_action_result =
     "SELECT result FROM saga_action WHERE id = $1 AND status = 'finished'";
+enum class action_result_col { result };
 // Heartbeats of instances gone for a day are forgotten on the way.
 inline constexpr std::string_view sql_renew =
     "WITH gone AS (DELETE FROM orchestrator_instance"

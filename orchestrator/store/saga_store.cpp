@@ -27,21 +27,22 @@ std::string boolean(bool b) { return b ? "true" : "false"; }
 
 // Reads rows of TALLY_SAGA_COLUMNS; a row this version cannot read is an error.
 pg::error decode(const pg::result& r, std::vector<stored_saga>& out) {
-  for (int i = 0; i < r.rows(); ++i) {
+  using c = saga_col;
+  for (auto row : pg::rows_of<c>(r)) {
     stored_saga st;
     auto& s = st.s;
-    s.id = r.text(i, 0);
-    s.tenant = r.text(i, 1);
-    auto type = saga_type_from(r.text(i, 2));
-    s.biz_id = r.text(i, 3);
-    st.request_hash = r.text(i, 4);
-    s.workflow = r.text(i, 5);
-    auto state = saga_state_from(r.text(i, 7));
+    s.id = row.text(c::saga_id);
+    s.tenant = row.text(c::tenant);
+    auto type = saga_type_from(row.text(c::type));
+    s.biz_id = row.text(c::biz_id);
+    st.request_hash = row.text(c::request_hash);
+    s.workflow = row.text(c::workflow);
+    auto state = saga_state_from(row.text(c::state));
     std::string problem;
     if (!type || !state || !find_workflow(s.workflow)) problem = "unknown type, state or workflow";
     try {
-      s.input = input_from_json(nlohmann::json::parse(r.text(i, 6)));
-      if (problem.empty()) progress_from_json(nlohmann::json::parse(r.text(i, 8)), s, problem);
+      s.input = input_from_json(nlohmann::json::parse(row.text(c::input)));
+      if (problem.empty()) progress_from_json(nlohmann::json::parse(row.text(c::progress)), s, problem);
     } catch (const std::exception& e) {
       problem = e.what();
     }
@@ -49,13 +50,15 @@ pg::error decode(const pg::result& r, std::vector<stored_saga>& out) {
       return pg::error{make_error_code(pg::errc::query_failed), "", "saga " + s.id + ": " + problem};
     st.type = *type;
     s.state = *state;
-    if (!r.is_null(i, 9)) s.error = saga_error{std::string(r.text(i, 9)), std::string(r.text(i, 10))};
-    s.attention = r.is_null(i, 11) ? "" : std::string(r.text(i, 11));
-    s.created = instant_from_unix_ms(r.int64(i, 12));
-    st.updated = instant_from_unix_ms(r.int64(i, 13));
-    s.deadline = instant_from_unix_ms(r.int64(i, 14));
-    s.wake = r.is_null(i, 15) ? std::nullopt : std::optional<instant>(instant_from_unix_ms(r.int64(i, 15)));
-    st.version = r.int64(i, 16);
+    if (!row.is_null(c::error_code))
+      s.error = saga_error{std::string(row.text(c::error_code)), std::string(row.text(c::error_message))};
+    s.attention = row.is_null(c::attention) ? "" : std::string(row.text(c::attention));
+    s.created = instant_from_unix_ms(row.int64(c::created_ms));
+    st.updated = instant_from_unix_ms(row.int64(c::updated_ms));
+    s.deadline = instant_from_unix_ms(row.int64(c::deadline_ms));
+    s.wake =
+        row.is_null(c::wake_ms) ? std::nullopt : std::optional<instant>(instant_from_unix_ms(row.int64(c::wake_ms)));
+    st.version = row.int64(c::version);
     out.push_back(std::move(st));
   }
   return {};
@@ -213,7 +216,10 @@ asio::awaitable<saga_store::save_result> saga_store::async_save(std::span<const 
     if (g.writes.empty()) continue;
     const auto& res = rs[g.result];
     std::unordered_map<std::string_view, std::int64_t> written;
-    for (int row = 0; row < res.rows(); ++row) written[res.text(row, 0)] = g.create ? 1 : res.int64(row, 1);
+    if (g.create)
+      for (auto row : pg::rows_of<insert_col>(res)) written[row.text(insert_col::saga_id)] = 1;
+    else
+      for (auto row : pg::rows_of<save_col>(res)) written[row.text(save_col::saga_id)] = row.int64(save_col::version);
     for (const auto* w : g.writes) {
       auto it = written.find(w->s->id);
       if (it != written.end()) out.versions[static_cast<std::size_t>(w - writes.data())] = it->second;
@@ -237,10 +243,10 @@ asio::awaitable<saga_store::load_result> saga_store::async_claim(std::size_t lim
     co_return out;
   }
   if ((out.error = decode(rs[1], out.sagas))) co_return out;
-  const auto& taken = rs[2];
-  for (int i = 0; i < taken.rows(); ++i) {
-    auto action = saga_action_from(taken.text(i, 2));
-    if (action) out.actions.push_back({taken.int64(i, 0), std::string(taken.text(i, 1)), *action});
+  using c = take_action_col;
+  for (auto row : pg::rows_of<c>(rs[2])) {
+    auto action = saga_action_from(row.text(c::action));
+    if (action) out.actions.push_back({row.int64(c::id), std::string(row.text(c::saga_id)), *action});
   }
   co_return out;
 }
@@ -280,9 +286,10 @@ asio::awaitable<saga_store::counts_result> saga_store::async_counts(std::string 
   pg::result r;
   std::vector<param> params{std::move(tenant), std::to_string(unix_ms(now))};
   if ((out.error = co_await query(sql_counts, std::move(params), r))) co_return out;
-  for (int i = 0; i < r.rows(); ++i) {
-    if (auto state = saga_state_from(r.text(i, 0))) out.by_state[*state] = r.int64(i, 1);
-    out.overdue += r.int64(i, 2);
+  using c = counts_col;
+  for (auto row : pg::rows_of<c>(r)) {
+    if (auto state = saga_state_from(row.text(c::state))) out.by_state[*state] = row.int64(c::sagas);
+    out.overdue += row.int64(c::overdue);
   }
   co_return out;
 }
@@ -320,18 +327,19 @@ asio::awaitable<saga_store::attempts_result> saga_store::async_attempts(std::str
   pg::result r;
   std::vector<param> params{std::move(saga_id)};
   if ((out.error = co_await query(sql_attempts, std::move(params), r))) co_return out;
-  for (int i = 0; i < r.rows(); ++i) {
+  using c = attempt_col;
+  for (auto row : pg::rows_of<c>(r)) {
     step_attempt a;
-    a.step = r.text(i, 0);
-    a.item = static_cast<std::size_t>(r.int64(i, 1));
-    a.undo = r.text(i, 2) == "t";
-    a.attempt = static_cast<int>(r.int64(i, 3));
-    a.shard = r.text(i, 4);
-    a.command = r.text(i, 5);
-    a.sent = instant_from_unix_ms(r.int64(i, 6));
-    if (!r.is_null(i, 7)) a.outcome = std::string(r.text(i, 7));
-    if (!r.is_null(i, 8)) a.code = r.text(i, 8);
-    if (!r.is_null(i, 9)) a.answered = instant_from_unix_ms(r.int64(i, 9));
+    a.step = row.text(c::step);
+    a.item = static_cast<std::size_t>(row.int64(c::item));
+    a.undo = row.boolean(c::undo);
+    a.attempt = static_cast<int>(row.int64(c::attempt));
+    a.shard = row.text(c::shard);
+    a.command = row.text(c::command);
+    a.sent = instant_from_unix_ms(row.int64(c::sent_ms));
+    if (!row.is_null(c::outcome)) a.outcome = std::string(row.text(c::outcome));
+    if (!row.is_null(c::code)) a.code = row.text(c::code);
+    if (!row.is_null(c::answered_ms)) a.answered = instant_from_unix_ms(row.int64(c::answered_ms));
     out.attempts.push_back(std::move(a));
   }
   co_return out;
