@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/pg/rows.hpp"
 #include "common/projection/next_expiry.hpp"
 #include "common/time/rfc3339.hpp"
 
@@ -18,11 +19,13 @@ namespace {
 constexpr std::string_view sql_lock =
     "SELECT pg_try_advisory_lock(hashtextextended('tally.relay:' || $1, 0)),"
     " set_config('synchronous_commit', 'off', false)";
+enum class lock_col { locked, synchronous_commit };  // in select order
 // The server's timeline: the first 8 hex digits of the WAL segment being
 // written. A promotion starts a new one; on a standby the call fails.
 #define TALLY_TIMELINE "('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::int"
 constexpr std::string_view sql_load = "SELECT c.tx_id::text, c.id, c.timeline, " TALLY_TIMELINE
                                       " FROM (SELECT) one LEFT JOIN relay_cursor c ON c.consumer = $1";
+enum class load_col { tx_id, id, timeline, source_timeline };  // in select order
 constexpr std::string_view sql_save =
     "INSERT INTO relay_cursor (consumer, tx_id, id, timeline) VALUES ($1, $2::xid8, $3, $4)"
     " ON CONFLICT (consumer) DO UPDATE"
@@ -52,6 +55,7 @@ constexpr std::string_view sql_horizon_scan =
 constexpr std::string_view sql_horizon_xmin =
     "SELECT set_config('tally.relay_horizon', greatest(pg_snapshot_xmin(pg_current_snapshot()), $1::xid8)::text,"
     " false), " TALLY_TIMELINE;
+enum class horizon_col { horizon, timeline };  // of either, in select order
 #undef TALLY_TIMELINE
 // The events after a cursor below the horizon, then at most one row
 // (without its payload) of an event after the cursor at or above it: that
@@ -73,6 +77,8 @@ constexpr std::string_view sql_horizon_xmin =
 #define TALLY_SAGA_SETTLED "payload->>'state' IN ('completed', 'failed', 'compensated')"
 constexpr std::string_view sql_next_shard = TALLY_OUTBOX_AFTER("account_id", "aggregate_version", "false");
 constexpr std::string_view sql_next_saga = TALLY_OUTBOX_AFTER("saga_id", "saga_version", TALLY_SAGA_SETTLED);
+// In select order, of either.
+enum class event_col { id, tx_id, event_id, tenant, object_id, version, type, payload, created_ms, settled };
 #undef TALLY_HORIZON
 #undef TALLY_OUTBOX_AFTER
 constexpr std::string_view sql_accounts =
@@ -80,6 +86,18 @@ constexpr std::string_view sql_accounts =
     " floor(extract(epoch FROM a.updated_at) * 1000)::bigint, nx.next_expiry_ms, nx.next_expiry_amount"
     " FROM account a" TALLY_NEXT_EXPIRY_JOIN
     "WHERE (a.tenant, a.account_id) > ($1, $2) ORDER BY a.tenant, a.account_id LIMIT $3";
+// In select order.
+enum class account_col {
+  tenant,
+  account_id,
+  version,
+  balance,
+  held,
+  status,
+  updated_ms,
+  next_expiry_ms,
+  next_expiry_amount
+};
 // A saga's document is the payload of its latest event still in the
 // outbox; a saga whose events were all pruned is read through by the
 // gateway, as any other missing projection.
@@ -88,7 +106,42 @@ constexpr std::string_view sql_sagas =
     ","
     " floor(extract(epoch FROM created_at) * 1000)::bigint FROM outbox_event"
     " WHERE saga_id > $1 ORDER BY saga_id, saga_version DESC LIMIT $2";
+enum class saga_col { tenant, saga_id, version, payload, settled, updated_ms };  // in select order
 #undef TALLY_SAGA_SETTLED
+
+object_state account_state(const pg::row<account_col>& r) {
+  using c = account_col;
+  object_state s;
+  s.kind = object_kind::account;
+  s.tenant = r.text(c::tenant);
+  s.object_id = r.text(c::account_id);
+  s.version = r.int64(c::version);
+  const auto balance = r.int64(c::balance), held = r.int64(c::held);
+  nlohmann::json doc{{"account_id", s.object_id},
+                     {"balance", balance},
+                     {"held", held},
+                     {"available", balance - held},
+                     {"status", r.text(c::status)},
+                     {"version", s.version},
+                     {"updated_at", time::rfc3339_ms(r.int64(c::updated_ms))}};
+  doc["next_expiry"] =
+      projection::next_expiry_doc(r.opt_int64(c::next_expiry_ms), r.opt_int64(c::next_expiry_amount).value_or(0));
+  s.doc = doc.dump();
+  return s;
+}
+
+object_state saga_state(const pg::row<saga_col>& r) {
+  using c = saga_col;
+  object_state s;
+  s.kind = object_kind::saga;
+  s.tenant = r.text(c::tenant);
+  s.object_id = r.text(c::saga_id);
+  s.version = r.int64(c::version);
+  s.doc = r.text(c::payload);
+  s.settled = r.boolean(c::settled);
+  s.updated_ms = r.int64(c::updated_ms);
+  return s;
+}
 
 }  // namespace
 
@@ -110,7 +163,7 @@ asio::awaitable<pg::error> outbox_reader::async_take_lock(bool& holder) {
   pg::result r;
   std::vector<pg::param> params{consumer_};
   auto err = co_await conn_.async_exec(sql_lock, std::move(params), r, timeout_);
-  if (!err) holder = r.boolean(0, 0);
+  if (!err) holder = pg::row<lock_col>(r, 0).boolean(lock_col::locked);
   co_return err;
 }
 
@@ -120,9 +173,11 @@ asio::awaitable<pg::error> outbox_reader::async_load_cursor(saved_cursor& out) {
   auto err = co_await conn_.async_exec(sql_load, std::move(params), r, timeout_);
   if (err) co_return err;
   out = saved_cursor{};
-  if (!r.is_null(0, 0)) out.at = cursor{std::string(r.text(0, 0)), r.int64(0, 1)};
-  if (!r.is_null(0, 2)) out.timeline = static_cast<std::int32_t>(r.int64(0, 2));
-  out.source_timeline = static_cast<std::int32_t>(r.int64(0, 3));
+  using c = load_col;
+  const pg::row<c> row(r, 0);
+  if (!row.is_null(c::tx_id)) out.at = cursor{std::string(row.text(c::tx_id)), row.int64(c::id)};
+  if (!row.is_null(c::timeline)) out.timeline = static_cast<std::int32_t>(row.int64(c::timeline));
+  out.source_timeline = static_cast<std::int32_t>(row.int64(c::source_timeline));
   co_return err;
 }
 
@@ -169,11 +224,12 @@ asio::awaitable<pg::error> outbox_reader::async_read(std::span<const cursor> fro
   std::vector<pg::result> results;
   auto err = co_await conn_.async_pipeline(statements, results, timeout_);
   if (err) co_return err;
+  const pg::row<horizon_col> horizon(results[0], 0);
   if (scan) {
-    scanned_horizon_ = results[0].text(0, 0);
+    scanned_horizon_ = horizon.text(horizon_col::horizon);
     scanned_at_ = now;
   }
-  const auto timeline = static_cast<std::int32_t>(results[0].int64(0, 1));
+  const auto timeline = static_cast<std::int32_t>(horizon.int64(horizon_col::timeline));
   const auto kind = shard ? object_kind::account : object_kind::saga;
   out.resize(from.size());
   for (std::size_t b = 0; b < from.size(); ++b) {
@@ -181,25 +237,26 @@ asio::awaitable<pg::error> outbox_reader::async_read(std::span<const cursor> fro
     auto& batch = out[b];
     batch.timeline = timeline;
     batch.events.reserve(static_cast<std::size_t>(r.rows()));
-    for (int i = 0; i < r.rows(); ++i) {
-      if (r.is_null(i, 2)) {  // the marker of an event the horizon has not passed
+    using c = event_col;
+    for (auto row : pg::rows_of<c>(r)) {
+      if (row.is_null(c::event_id)) {  // the marker of an event the horizon has not passed
         batch.pending = true;
         continue;
       }
       outbox_event e;
-      e.id = r.int64(i, 0);
-      e.tx_id = r.text(i, 1);
-      e.event_id = r.text(i, 2);
+      e.id = row.int64(c::id);
+      e.tx_id = row.text(c::tx_id);
+      e.event_id = row.text(c::event_id);
       e.kind = kind;
-      e.tenant = r.text(i, 3);
-      e.object_id = r.text(i, 4);
-      e.version = r.int64(i, 5);
-      e.type = r.text(i, 6);
-      e.created_ms = r.int64(i, 8);
-      e.settled = r.boolean(i, 9);
+      e.tenant = row.text(c::tenant);
+      e.object_id = row.text(c::object_id);
+      e.version = row.int64(c::version);
+      e.type = row.text(c::type);
+      e.created_ms = row.int64(c::created_ms);
+      e.settled = row.boolean(c::settled);
       // A payload that is not an object still moves the cursor: it can never
       // become deliverable, and holding the line for it would stop the source.
-      e.doc = public_doc(kind, r.text(i, 7), e.created_ms).value_or("");
+      e.doc = public_doc(kind, row.text(c::payload), e.created_ms).value_or("");
       batch.events.push_back(std::move(e));
     }
   }
@@ -217,31 +274,10 @@ asio::awaitable<pg::error> outbox_reader::async_snapshot(const object_state* aft
   params.emplace_back(std::to_string(limit));
   auto err = co_await conn_.async_exec(shard ? sql_accounts : sql_sagas, std::move(params), r, timeout_);
   if (err) co_return err;
-  for (int i = 0; i < r.rows(); ++i) {
-    object_state s;
-    s.tenant = r.text(i, 0);
-    s.object_id = r.text(i, 1);
-    s.version = r.int64(i, 2);
-    if (shard) {
-      const auto balance = r.int64(i, 3), held = r.int64(i, 4);
-      s.kind = object_kind::account;
-      nlohmann::json doc{{"account_id", s.object_id},
-                         {"balance", balance},
-                         {"held", held},
-                         {"available", balance - held},
-                         {"status", r.text(i, 5)},
-                         {"version", s.version},
-                         {"updated_at", time::rfc3339_ms(r.int64(i, 6))}};
-      doc["next_expiry"] = projection::next_expiry_doc(r.opt_int64(i, 7), r.opt_int64(i, 8).value_or(0));
-      s.doc = doc.dump();
-    } else {
-      s.kind = object_kind::saga;
-      s.doc = r.text(i, 3);
-      s.settled = r.boolean(i, 4);
-      s.updated_ms = r.int64(i, 5);
-    }
-    out.push_back(std::move(s));
-  }
+  if (shard)
+    for (auto row : pg::rows_of<account_col>(r)) out.push_back(account_state(row));
+  else
+    for (auto row : pg::rows_of<saga_col>(r)) out.push_back(saga_state(row));
   co_return err;
 }
 
