@@ -180,107 +180,125 @@ void saga_driver::dispatch(const std::shared_ptr<live_saga>& l, const workflow_d
   }
 }
 
+// Applies the saga's waiting events, all together, to a copy of its state,
+// and prepares (and remembers) the calls they lead to.
+void saga_driver::apply_events(live_saga& l, event_round& r) {
+  r.events.swap(l.inbox);
+  r.next = std::make_shared<saga>(*l.s);
+  const auto& flow = flow_of(*r.next);
+  const auto& eng = flow.eng;
+  r.workflow = flow.workflow;
+  r.t = wall_clock();
+  for (const auto& e : r.events) {
+    switch (e.what) {
+      case saga_event::kind::answer: {
+        const auto& step = r.workflow->steps.at(e.ref.step);
+        const auto key = std::make_tuple(e.ref.step, e.ref.item, e.ref.undo, e.attempt);
+        if (auto it = l.sent.find(key); it != l.sent.end()) {
+          r.attempts.push_back({step.name, e.ref.item, e.ref.undo, e.attempt,
+                                shards_[it->second.shard]->endpoint().name, it->second.command, it->second.sent,
+                                std::string(to_string(e.reply.kind)), e.reply.code, r.t});
+          l.sent.erase(it);
+        }
+        if (failpoint::armed()) failpoint::hit("answered." + step.name);
+        append(r.d, eng.on_answer(*r.next, e.ref, e.reply, r.t));
+        break;
+      }
+      case saga_event::kind::wake:
+        if (r.next->wake && r.t >= *r.next->wake) append(r.d, eng.on_wake(*r.next, r.t));
+        break;
+      case saga_event::kind::recover: append(r.d, eng.recover(*r.next, r.t)); break;
+      case saga_event::kind::action: r.acted.emplace_back(&e, apply_action(eng, *r.next, e.action, r.t, r.d)); break;
+    }
+  }
+  r.calls = prepare(l, *r.next, r.d, r.t);
+}
+
+// A requester here learns the result; a stored action gets it recorded,
+// or goes back to wait for the saga's next holder when this write failed.
+void saga_driver::answer_requesters(const event_round& r, bool failed) {
+  for (const auto& [e, result] : r.acted) {
+    if (e->waiter) {
+      if (!failed) e->waiter->result = result;
+      e->waiter->timer.cancel();
+    }
+    if (e->action_id != 0) settle_action(e->action_id, failed ? std::nullopt : std::optional(result));
+  }
+}
+
+// Whether the round's calls may go before its state is written: only
+// forward calls its workflow may send before saving, and no action taken.
+bool saga_driver::sendable_before_saving(const event_round& r) {
+  return r.acted.empty() && !r.calls.empty() &&
+         std::all_of(r.calls.begin(), r.calls.end(), [&](const prepared_call& c) {
+           return !c.ref.undo && r.workflow->sendable_before_saving(c.ref.step);
+         });
+}
+
+// Another instance holds the saga now, or the store failed and the outcome
+// of this write is unknown. Either way this instance stops driving it;
+// whoever claims it next recovers from what is durable.
+void saga_driver::write_lost(const std::shared_ptr<live_saga>& l, const event_round& r, const pg::error& error) {
+  lost_.inc();
+  answer_requesters(r, true);
+  forget(l);
+  if (error) {
+    log::warn("saga write failed; letting the saga go", {{"saga_id", r.next->id}, {"error", error.message}});
+    work_.spawn([this, id = r.next->id] { return release(id); });
+  }
+}
+
+// The round's state is durable: its waiters and requesters learn it, its
+// calls go, and a saga that ended or sleeps long is let go.
+void saga_driver::write_saved(const std::shared_ptr<live_saga>& l, event_round& r, std::int64_t version, bool keep) {
+  const bool terminal = is_terminal(r.next->state);
+  l->s = r.next;
+  l->version = version;
+  l->updated = r.t;
+  l->notify();
+  answer_requesters(r, false);
+  dispatch(l, *r.workflow, std::move(r.calls));
+  if (terminal) note_finished(*r.next, l->type, r.t);
+  if (terminal || !keep) {
+    forget(l);
+    hand_over(l);
+  } else {
+    schedule_wake(l);
+  }
+}
+
 asio::awaitable<void> saga_driver::drive(std::shared_ptr<live_saga> l) {
   l->driving = true;
   ++driving_;
   while (!l->inbox.empty() && !l->gone) {
-    std::deque<saga_event> events;
-    events.swap(l->inbox);
-    auto next = std::make_shared<saga>(*l->s);
-    const auto& flow = flow_of(*next);
-    const auto& eng = flow.eng;
-    const auto& workflow = *flow.workflow;
-    const auto t = wall_clock();
-    decision d;
-    std::vector<step_attempt> attempts;
-    std::vector<std::pair<const saga_event*, engine::request_result>> acted;
-    for (const auto& e : events) {
-      switch (e.what) {
-        case saga_event::kind::answer: {
-          const auto& step = workflow.steps.at(e.ref.step);
-          const auto key = std::make_tuple(e.ref.step, e.ref.item, e.ref.undo, e.attempt);
-          if (auto it = l->sent.find(key); it != l->sent.end()) {
-            attempts.push_back({step.name, e.ref.item, e.ref.undo, e.attempt,
-                                shards_[it->second.shard]->endpoint().name, it->second.command, it->second.sent,
-                                std::string(to_string(e.reply.kind)), e.reply.code, t});
-            l->sent.erase(it);
-          }
-          if (failpoint::armed()) failpoint::hit("answered." + step.name);
-          append(d, eng.on_answer(*next, e.ref, e.reply, t));
-          break;
-        }
-        case saga_event::kind::wake:
-          if (next->wake && t >= *next->wake) append(d, eng.on_wake(*next, t));
-          break;
-        case saga_event::kind::recover: append(d, eng.recover(*next, t)); break;
-        case saga_event::kind::action: acted.emplace_back(&e, apply_action(eng, *next, e.action, t, d)); break;
-      }
-    }
-
-    auto calls = prepare(*l, *next, d, t);
-
-    // A requester here learns the result; a stored action gets it recorded,
-    // or goes back to wait for the saga's next holder when this write failed.
-    auto answer_requesters = [&](bool failed) {
-      for (auto& [e, r] : acted) {
-        if (e->waiter) {
-          if (!failed) e->waiter->result = r;
-          e->waiter->timer.cancel();
-        }
-        if (e->action_id != 0) settle_action(e->action_id, failed ? std::nullopt : std::optional(r));
-      }
-    };
-
-    if (*next == *l->s && attempts.empty()) {  // nothing changed, nothing to write
-      answer_requesters(false);
+    event_round r;
+    apply_events(*l, r);
+    if (*r.next == *l->s && r.attempts.empty()) {  // nothing changed, nothing to write
+      answer_requesters(r, false);
       schedule_wake(l);
       continue;
     }
-    const bool terminal = is_terminal(next->state);
-    const bool keep = keeps_lease(*next, t, options_.keep_horizon);
-    const bool changed = l->unsaved_change || next->state != l->s->state || next->error != l->s->error;
-    for (auto& a : attempts) l->unsaved_attempts.push_back(std::move(a));
-    if (keep && acted.empty() && !calls.empty() && std::all_of(calls.begin(), calls.end(), [&](const prepared_call& c) {
-          return !c.ref.undo && workflow.sendable_before_saving(c.ref.step);
-        })) {
+    const bool keep = keeps_lease(*r.next, r.t, options_.keep_horizon);
+    const bool changed = l->unsaved_change || r.next->state != l->s->state || r.next->error != l->s->error;
+    for (auto& a : r.attempts) l->unsaved_attempts.push_back(std::move(a));
+    if (keep && sendable_before_saving(r)) {
       // Forward-only calls after the pivot go at once; this state is
       // written with the saga's next change.
       l->unsaved_change = changed;
-      l->s = next;
-      dispatch(l, workflow, std::move(calls));
+      l->s = r.next;
+      dispatch(l, *r.workflow, std::move(r.calls));
       schedule_wake(l);
       continue;
     }
-    saga_write w{next.get(), l->version, changed, keep, std::move(l->unsaved_attempts)};
+    saga_write w{r.next.get(), l->version, changed, keep, std::move(l->unsaved_attempts)};
     l->unsaved_attempts.clear();
     l->unsaved_change = false;
-    auto [error, version] = co_await save(std::move(w), next);
+    auto [error, version] = co_await save(std::move(w), r.next);
     if (error || version == 0) {
-      // Another instance holds the saga now, or the store failed and the
-      // outcome of this write is unknown. Either way this instance stops
-      // driving it; whoever claims it next recovers from what is durable.
-      lost_.inc();
-      answer_requesters(true);
-      forget(l);
-      if (error) {
-        log::warn("saga write failed; letting the saga go", {{"saga_id", next->id}, {"error", error.message}});
-        work_.spawn([this, id = next->id] { return release(id); });
-      }
+      write_lost(l, r, error);
       break;
     }
-    l->s = next;
-    l->version = version;
-    l->updated = t;
-    l->notify();
-    answer_requesters(false);
-    dispatch(l, workflow, std::move(calls));
-    if (terminal) note_finished(*next, l->type, t);
-    if (terminal || !keep) {
-      forget(l);
-      hand_over(l);
-    } else {
-      schedule_wake(l);
-    }
+    write_saved(l, r, version, keep);
   }
   l->driving = false;
   --driving_;

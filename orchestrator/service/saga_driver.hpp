@@ -162,11 +162,27 @@ class saga_driver {
     std::shared_ptr<const saga> keep;  // the saga `write.s` points to
   };
   using save_reply = std::pair<pg::error, std::int64_t>;
+  // One round of a saga's events (drive), applied to a copy of its state.
+  struct event_round {
+    std::deque<saga_event> events;
+    std::shared_ptr<saga> next;  // the state they lead to
+    const workflow_def* workflow = nullptr;
+    instant t{};
+    decision d;
+    std::vector<step_attempt> attempts;                                       // the answers' attempts
+    std::vector<std::pair<const saga_event*, engine::request_result>> acted;  // the actions, each with its result
+    std::vector<prepared_call> calls;
+  };
 
   boost::asio::awaitable<save_reply> save(saga_write w, std::shared_ptr<const saga> keep);
   boost::asio::awaitable<void> flush_saves(std::vector<save_request>& writes, std::vector<save_reply>& replies);
   std::shared_ptr<live_saga> adopt(stored_saga st);
   boost::asio::awaitable<void> drive(std::shared_ptr<live_saga> l);
+  void apply_events(live_saga& l, event_round& r);
+  void answer_requesters(const event_round& r, bool failed);
+  static bool sendable_before_saving(const event_round& r);
+  void write_lost(const std::shared_ptr<live_saga>& l, const event_round& r, const pg::error& error);
+  void write_saved(const std::shared_ptr<live_saga>& l, event_round& r, std::int64_t version, bool keep);
   std::vector<prepared_call> prepare(live_saga& l, const saga& s, const decision& d, instant t) const;
   void dispatch(const std::shared_ptr<live_saga>& l, const workflow_def& w, std::vector<prepared_call> calls);
   void schedule_wake(const std::shared_ptr<live_saga>& l);
