@@ -165,6 +165,42 @@ double cpu_seconds() {
   return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
+// The connections' results added up: every latency (sorted), the p99 of
+// those sent in each second, the counts, and when the last one finished.
+struct totals {
+  std::vector<std::uint32_t> latencies;
+  std::vector<double> p99_by_second;
+  std::uint64_t succeeded = 0, rejected = 0, errors = 0;
+  std::map<std::string, std::uint64_t> errors_by_kind;
+  clock_type::time_point finished;
+};
+
+totals add_up(const std::vector<connection_result>& results, clock_type::time_point measured_from) {
+  totals sum;
+  std::vector<std::vector<std::uint32_t>> latencies_by_second;
+  sum.finished = measured_from;
+  for (const auto& r : results) {
+    sum.latencies.insert(sum.latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
+    for (std::size_t i = 0; i < r.latencies_us.size(); ++i) {
+      if (r.sent_second[i] >= latencies_by_second.size()) latencies_by_second.resize(r.sent_second[i] + 1);
+      latencies_by_second[r.sent_second[i]].push_back(r.latencies_us[i]);
+    }
+    sum.succeeded += r.succeeded;
+    sum.rejected += r.rejected;
+    for (const auto& [kind, n] : r.errors) {
+      sum.errors_by_kind[kind] += n;
+      sum.errors += n;
+    }
+    sum.finished = std::max(sum.finished, r.finished);
+  }
+  std::sort(sum.latencies.begin(), sum.latencies.end());
+  for (auto& second : latencies_by_second) {
+    std::sort(second.begin(), second.end());
+    sum.p99_by_second.push_back(percentile_ms(second, 0.99));
+  }
+  return sum;
+}
+
 void rethrow_failure(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);
 }
@@ -254,32 +290,8 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
   for (auto& t : extra) t.join();
   const double cpu_s = cpu_seconds() - cpu_before;
 
-  std::vector<std::uint32_t> latencies;
-  std::vector<std::vector<std::uint32_t>> latencies_by_second;
-  std::uint64_t succeeded = 0, rejected = 0, errors = 0;
-  std::map<std::string, std::uint64_t> errors_by_kind;
-  auto finished = measured_from;
-  for (auto& r : results) {
-    latencies.insert(latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
-    for (std::size_t i = 0; i < r.latencies_us.size(); ++i) {
-      if (r.sent_second[i] >= latencies_by_second.size()) latencies_by_second.resize(r.sent_second[i] + 1);
-      latencies_by_second[r.sent_second[i]].push_back(r.latencies_us[i]);
-    }
-    succeeded += r.succeeded;
-    rejected += r.rejected;
-    for (const auto& [kind, n] : r.errors) {
-      errors_by_kind[kind] += n;
-      errors += n;
-    }
-    finished = std::max(finished, r.finished);
-  }
-  std::sort(latencies.begin(), latencies.end());
-  std::vector<double> p99_by_second;
-  for (auto& second : latencies_by_second) {
-    std::sort(second.begin(), second.end());
-    p99_by_second.push_back(percentile_ms(second, 0.99));
-  }
-  const double elapsed_s = std::chrono::duration<double>(finished - measured_from).count();
+  const auto sum = add_up(results, measured_from);
+  const double elapsed_s = std::chrono::duration<double>(sum.finished - measured_from).count();
   return {
       {"loop", opt.rate > 0 ? "open" : "closed"},
       {"connections", opt.connections},
@@ -289,18 +301,18 @@ nlohmann::json run_load(const endpoint& target, const load_options& opt, const w
       {"warmup_s", opt.warmup_s},
       {"duration_s", elapsed_s},
       {"cpu_s", cpu_s},
-      {"completed", succeeded},
-      {"rejected", rejected},
-      {"errors", errors},
-      {"errors_by_kind", errors_by_kind},
-      {"throughput", elapsed_s > 0 ? static_cast<double>(succeeded) / elapsed_s : 0.0},
-      {"p50_ms", percentile_ms(latencies, 0.50)},
-      {"p90_ms", percentile_ms(latencies, 0.90)},
-      {"p99_ms", percentile_ms(latencies, 0.99)},
-      {"p999_ms", percentile_ms(latencies, 0.999)},
-      {"max_ms", latencies.empty() ? 0.0 : latencies.back() / 1000.0},
+      {"completed", sum.succeeded},
+      {"rejected", sum.rejected},
+      {"errors", sum.errors},
+      {"errors_by_kind", sum.errors_by_kind},
+      {"throughput", elapsed_s > 0 ? static_cast<double>(sum.succeeded) / elapsed_s : 0.0},
+      {"p50_ms", percentile_ms(sum.latencies, 0.50)},
+      {"p90_ms", percentile_ms(sum.latencies, 0.90)},
+      {"p99_ms", percentile_ms(sum.latencies, 0.99)},
+      {"p999_ms", percentile_ms(sum.latencies, 0.999)},
+      {"max_ms", sum.latencies.empty() ? 0.0 : sum.latencies.back() / 1000.0},
       {"per_second", per_second},
-      {"p99_ms_by_second_sent", p99_by_second},
+      {"p99_ms_by_second_sent", sum.p99_by_second},
   };
 }
 
