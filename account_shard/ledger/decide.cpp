@@ -1,13 +1,13 @@
 #include "account_shard/ledger/decide.hpp"
 
 #include <stdexcept>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "common/contract/enum_names.hpp"
 #include "common/invariant/invariant.hpp"
-#include "common/projection/next_expiry.hpp"
-#include "common/time/rfc3339.hpp"
+#include "common/contract/account_document.hpp"
 
 namespace tally::shard {
 
@@ -57,19 +57,11 @@ void batch_state::record(operation_row op) {
 void batch_state::emit(account_row& a, std::string_view type, const command& c) {
   a.version += 1;
   a.dirty = true;
-  nlohmann::json payload = {
-      {"tenant", a.tenant},
-      {"account_id", a.account_id},
-      {"balance", a.balance},
-      {"held", a.held},
-      {"available", a.balance - a.held},
-      {"status", to_string(a.status)},
-      {"version", a.version},
-      {"cause", {{"type", to_string(c.kind)}, {"biz_id", c.biz_id}}},
-  };
-  auto account_lots = lots.find(account_key(a.tenant, a.account_id));
-  payload["next_expiry"] =
-      account_lots == lots.end() ? nlohmann::json(nullptr) : next_expiry_json(account_lots->second);
+  contract::account_document doc{a.tenant,  a.account_id, a.balance, a.held, std::string(to_string(a.status)),
+                                 a.version, std::nullopt, 0};
+  if (auto account_lots = lots.find(account_key(a.tenant, a.account_id)); account_lots != lots.end())
+    std::tie(doc.next_expiry_at, doc.next_expiry_amount) = next_expiry_of(account_lots->second);
+  const auto payload = contract::event_payload(doc, {std::string(to_string(c.kind)), c.biz_id});
   events.push_back({a.tenant, a.account_id, a.version, std::string(type), payload.dump()});
 }
 
@@ -286,7 +278,7 @@ reply batch_state::decide_command(decision& d) {
   throw std::logic_error("unhandled command kind");
 }
 
-nlohmann::json next_expiry_json(const std::vector<lot_row>& lots) {
+std::pair<std::optional<std::int64_t>, std::int64_t> next_expiry_of(const std::vector<lot_row>& lots) {
   std::optional<std::int64_t> at;
   std::int64_t amount = 0;
   for (const auto& l : lots) {
@@ -297,7 +289,7 @@ nlohmann::json next_expiry_json(const std::vector<lot_row>& lots) {
     }
     if (*l.expires_at == *at) amount += l.available();
   }
-  return projection::next_expiry_doc(at, amount);
+  return {at, amount};
 }
 
 }  // namespace tally::shard

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -179,9 +180,8 @@ class batch_state {
   void record_release_expiry(account_row& a, const command& c, std::vector<lot_part> expired);
 };
 
-// {"at", "amount"} of the account's earliest expiry still to come (what
-// the next expiry will take: the open lots' unheld value at that instant),
-// or null.
-nlohmann::json next_expiry_json(const std::vector<lot_row>& lots);
+// The account's earliest expiry still to come and what it will take (the
+// open lots' unheld value at that instant); none when nothing expires.
+std::pair<std::optional<std::int64_t>, std::int64_t> next_expiry_of(const std::vector<lot_row>& lots);
 
 }  // namespace tally::shard

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "account_shard/store/fence.hpp"
+#include "common/contract/account_document.hpp"
 #include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
 #include "common/projection/next_expiry.hpp"
@@ -16,10 +17,10 @@ namespace asio = boost::asio;
 namespace {
 
 // An account's columns, with its next expiry; account_col names them in select order.
-#define TALLY_ACCOUNT_SELECT                                                        \
-  "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, "         \
-  "to_char(a.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " \
-  "nx.next_expiry_ms, nx.next_expiry_amount "                                       \
+#define TALLY_ACCOUNT_SELECT                                                \
+  "SELECT a.tenant, a.account_id, a.balance, a.held, a.status, a.version, " \
+  "floor(extract(epoch FROM a.updated_at) * 1000)::bigint, "                \
+  "nx.next_expiry_ms, nx.next_expiry_amount "                               \
   "FROM account a" TALLY_NEXT_EXPIRY_JOIN
 enum class account_col {
   tenant,
@@ -28,7 +29,7 @@ enum class account_col {
   held,
   status,
   version,
-  updated_at,
+  updated_ms,
   next_expiry_ms,
   next_expiry_amount
 };
@@ -116,19 +117,15 @@ constexpr std::string_view sql_set_status =
 
 nlohmann::json account_json(const pg::row<account_col>& r) {
   using c = account_col;
-  auto balance = r.int64(c::balance);
-  auto held = r.int64(c::held);
-  nlohmann::json j = {{"tenant", r.text(c::tenant)},
-                      {"account_id", r.text(c::account_id)},
-                      {"balance", balance},
-                      {"held", held},
-                      {"available", balance - held},
-                      {"status", r.text(c::status)},
-                      {"version", r.int64(c::version)},
-                      {"updated_at", r.text(c::updated_at)}};
-  j["next_expiry"] =
-      projection::next_expiry_doc(r.opt_int64(c::next_expiry_ms), r.opt_int64(c::next_expiry_amount).value_or(0));
-  return j;
+  const contract::account_document doc{std::string(r.text(c::tenant)),
+                                       std::string(r.text(c::account_id)),
+                                       r.int64(c::balance),
+                                       r.int64(c::held),
+                                       std::string(r.text(c::status)),
+                                       r.int64(c::version),
+                                       r.opt_int64(c::next_expiry_ms),
+                                       r.opt_int64(c::next_expiry_amount).value_or(0)};
+  return contract::internal_json(doc, r.int64(c::updated_ms));
 }
 
 }  // namespace

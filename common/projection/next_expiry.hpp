@@ -11,20 +11,3 @@
   " WHERE l.tenant = a.tenant AND l.account_id = a.account_id AND l.state = 'open'"                 \
   " AND l.expires_at IS NOT NULL AND l.remaining > l.held"                                          \
   " GROUP BY l.expires_at ORDER BY l.expires_at LIMIT 1) nx ON true "
-
-#include <cstdint>
-#include <optional>
-
-#include <nlohmann/json.hpp>
-
-#include "common/time/rfc3339.hpp"
-
-namespace tally::projection {
-
-// The account document's "next_expiry": {"at", "amount"}, or null.
-inline nlohmann::json next_expiry_doc(std::optional<std::int64_t> at_ms, std::int64_t amount) {
-  if (!at_ms) return nullptr;
-  return {{"at", time::rfc3339_ms(*at_ms)}, {"amount", amount}};
-}
-
-}  // namespace tally::projection

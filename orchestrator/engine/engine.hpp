@@ -60,7 +60,6 @@ bool may_move(saga_state from, saga_state to);
 
 using contract::saga_item;
 
-// What the saga was asked to do, with the accounts resolved per role.
 // A part of an amount by the lot it came from, as a hold's allocation
 // names it: a transfer's destination credit re-grants it with its expiry.
 struct lot_share {
@@ -74,6 +73,7 @@ struct lot_share {
 // allocation, in its order, with the first share's rule version.
 std::vector<lot_share> group_by_expiry(const std::vector<lot_share>& shares);
 
+// What the saga was asked to do, with the accounts resolved per role.
 struct saga_input {
   std::string account;      // credit, deduct, refund of a deduction
   std::string source;       // transfer; refund of a transfer: the account refunded

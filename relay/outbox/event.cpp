@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/time/rfc3339.hpp"
+#include "common/contract/account_document.hpp"
 #include "common/validate/fields.hpp"
 
 namespace tally::relay {
@@ -34,12 +34,9 @@ std::optional<std::string> public_doc(object_kind kind, std::string_view payload
     if (!payload.starts_with('{')) return std::nullopt;
     return std::string(payload);
   }
-  auto j = nlohmann::json::parse(payload, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
-  j.erase("tenant");
-  j.erase("cause");
-  j["updated_at"] = time::rfc3339_ms(created_ms);
-  return j.dump();
+  auto doc = contract::public_from_payload(nlohmann::json::parse(payload, nullptr, false), created_ms);
+  if (!doc) return std::nullopt;
+  return doc->dump();
 }
 
 }  // namespace tally::relay

@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract/account_document.hpp"
 #include "common/pg/rows.hpp"
 #include "common/projection/next_expiry.hpp"
-#include "common/time/rfc3339.hpp"
 
 namespace tally::relay {
 
@@ -116,17 +116,15 @@ object_state account_state(const pg::row<account_col>& r) {
   s.tenant = r.text(c::tenant);
   s.object_id = r.text(c::account_id);
   s.version = r.int64(c::version);
-  const auto balance = r.int64(c::balance), held = r.int64(c::held);
-  nlohmann::json doc{{"account_id", s.object_id},
-                     {"balance", balance},
-                     {"held", held},
-                     {"available", balance - held},
-                     {"status", r.text(c::status)},
-                     {"version", s.version},
-                     {"updated_at", time::rfc3339_ms(r.int64(c::updated_ms))}};
-  doc["next_expiry"] =
-      projection::next_expiry_doc(r.opt_int64(c::next_expiry_ms), r.opt_int64(c::next_expiry_amount).value_or(0));
-  s.doc = doc.dump();
+  const contract::account_document doc{s.tenant,
+                                       s.object_id,
+                                       r.int64(c::balance),
+                                       r.int64(c::held),
+                                       std::string(r.text(c::status)),
+                                       s.version,
+                                       r.opt_int64(c::next_expiry_ms),
+                                       r.opt_int64(c::next_expiry_amount).value_or(0)};
+  s.doc = contract::public_json(doc, r.int64(c::updated_ms)).dump();
   return s;
 }
 
