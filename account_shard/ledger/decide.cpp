@@ -208,8 +208,7 @@ batch_state::figures batch_state::figures_of(const std::string& account) const {
   return f;
 }
 
-void batch_state::check_invariants(const command& c, const figures& before) const {
-  const auto account = account_key(c.tenant, c.account_id);
+void batch_state::check_invariants(const command& c, const std::string& account, const figures& before) const {
   if (auto it = accounts.find(account); it != accounts.end()) {
     const account_row& a = it->second;
     TALLY_ASSERT(0 <= a.held && a.held <= a.balance, account, a.balance, a.held);
@@ -239,9 +238,10 @@ reply batch_state::decide(const command& c) {
   d.op.key = c.key();
   if (auto it = operations.find(d.op.key.flat()); it != operations.end()) return replay(c, it->second);
   d.op.request_hash = c.request_hash;
-  const figures before = figures_of(account_key(c.tenant, c.account_id));
+  const auto account = account_key(c.tenant, c.account_id);
+  const figures before = figures_of(account);
   reply r = decide_command(d);
-  check_invariants(c, before);
+  check_invariants(c, account, before);
   return r;
 }
 

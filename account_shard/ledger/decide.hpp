@@ -136,7 +136,7 @@ class batch_state {
   // expired <= granted), its hold (captured <= amount, and captured only
   // when its state is), and that the lots
   // moved as much as the account did since `before`.
-  void check_invariants(const command& c, const figures& before) const;
+  void check_invariants(const command& c, const std::string& account, const figures& before) const;
   reply decide_command(decision& d);
   // A command whose key is stored: the stored outcome, already_applied for
   // a cancel_key, or a conflict when its content differs.

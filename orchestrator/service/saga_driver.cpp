@@ -149,9 +149,10 @@ std::vector<saga_driver::prepared_call> saga_driver::prepare(live_saga& l, const
                                                              instant t) const {
   std::vector<prepared_call> calls;
   for (const auto& c : d.send) {
-    prepared_call p{c.ref, c.attempt, routes_.shard_of(s.tenant, c.account), shard_command(c, s.tenant)};
-    l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard,
-                                                                              contract::to_json(p.command).dump(), t};
+    // Encoded once: the same text goes to the shard and into the attempt's record.
+    prepared_call p{c.ref, c.attempt, routes_.shard_of(s.tenant, c.account),
+                    contract::to_json(shard_command(c, s.tenant)).dump()};
+    l.sent[std::make_tuple(c.ref.step, c.ref.item, c.ref.undo, c.attempt)] = {p.shard, p.command, t};
     calls.push_back(std::move(p));
   }
   return calls;

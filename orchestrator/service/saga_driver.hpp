@@ -155,7 +155,7 @@ class saga_driver {
     call_ref ref;
     int attempt = 0;
     std::size_t shard = 0;
-    contract::shard_command command;
+    std::string command;  // its wire form
   };
   struct save_request {
     saga_write write;

@@ -15,7 +15,6 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "common/batching/coalescer.hpp"
-#include "common/contract/shard_protocol.hpp"
 #include "common/http/client.hpp"
 #include "orchestrator/engine/engine.hpp"
 #include "common/sharding/routing.hpp"
@@ -36,15 +35,14 @@ class shard_client {
   shard_client(const shard_client&) = delete;
   shard_client& operator=(const shard_client&) = delete;
 
-  boost::asio::awaitable<answer> async_call(contract::shard_command command) {
-    return calls_.async_submit(std::move(command));
-  }
+  // `command`: one command in its wire form, contract::to_json(...).dump().
+  boost::asio::awaitable<answer> async_call(std::string command) { return calls_.async_submit(std::move(command)); }
 
   const sharding::shard_endpoint& endpoint() const { return endpoint_; }
   std::size_t requests_sent() const { return calls_.flushes(); }
 
  private:
-  boost::asio::awaitable<void> send_batch(std::size_t connection, std::vector<contract::shard_command>& commands,
+  boost::asio::awaitable<void> send_batch(std::size_t connection, std::vector<std::string>& commands,
                                           std::vector<answer>& answers);
 
   sharding::shard_endpoint endpoint_;
@@ -54,7 +52,7 @@ class shard_client {
   std::vector<std::shared_ptr<http::client>> connections_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Last: destroyed first, while the connections still exist.
-  batching::coalescer<contract::shard_command, answer> calls_;
+  batching::coalescer<std::string, answer> calls_;
 };
 
 }  // namespace tally::orch

@@ -65,6 +65,11 @@ class ShardClient : public ::testing::Test {
   std::unique_ptr<test::shard_process> shard_;
 };
 
+// A call's command as the saga driver hands it to the client.
+std::string wire(const outgoing_call& c, std::string_view tenant) {
+  return contract::to_json(shard_command(c, tenant)).dump();
+}
+
 outgoing_call hold(std::string account, std::string key, std::int64_t amount) {
   outgoing_call c;
   c.op = participant_op::hold;
@@ -87,7 +92,7 @@ TEST_F(ShardClient, ConcurrentCallsShareRequestsAndEachGetsItsOwnAnswer) {
       auto account = "acc-" + std::to_string(i % 50);
       auto amount = i % 8 == 7 ? 1000 : 10;
       auto call = [&, i, account, amount]() -> asio::awaitable<void> {
-        answers[i] = co_await client.async_call(shard_command(hold(account, "h" + std::to_string(i), amount), "t1"));
+        answers[i] = co_await client.async_call(wire(hold(account, "h" + std::to_string(i), amount), "t1"));
         if (++done == calls) all.cancel();
       };
       asio::co_spawn(io, call, asio::detached);
@@ -118,7 +123,7 @@ TEST_F(ShardClient, RepliesMapToTheEnginesAnswers) {
   test::run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     shard_client client(io.get_executor(), endpoint(), test::internal_token);
     auto send = [&](const outgoing_call& c) -> asio::awaitable<void> {
-      got.push_back(co_await client.async_call(shard_command(c, "t1")));
+      got.push_back(co_await client.async_call(wire(c, "t1")));
     };
     co_await send(hold("acc-0", "sg_1", 30));  // succeeded
     co_await send(hold("acc-0", "sg_1", 31));  // same key, other amount: conflict
@@ -168,7 +173,7 @@ TEST_F(ShardClient, AShardThatIsDownGetsNothingAndTheSameKeyWorksWhenItIsBack) {
     shard_client_options o;
     o.timeout = 500ms;
     shard_client client(io.get_executor(), endpoint(), test::internal_token, o);
-    down = co_await client.async_call(shard_command(hold("acc-3", "sg_9", 10), "t1"));
+    down = co_await client.async_call(wire(hold("acc-3", "sg_9", 10), "t1"));
   });
   EXPECT_EQ(down.kind, answer_kind::not_delivered);  // connection refused: the hold cannot have applied
   shard_ = std::make_unique<test::shard_process>(db_, port_);
@@ -176,7 +181,7 @@ TEST_F(ShardClient, AShardThatIsDownGetsNothingAndTheSameKeyWorksWhenItIsBack) {
   ASSERT_TRUE(shard_->wait_ready()) << shard_->log_path();
   test::run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     shard_client client(io.get_executor(), endpoint(), test::internal_token);
-    back = co_await client.async_call(shard_command(hold("acc-3", "sg_9", 10), "t1"));
+    back = co_await client.async_call(wire(hold("acc-3", "sg_9", 10), "t1"));
   });
   EXPECT_EQ(back.kind, answer_kind::succeeded) << back.code;
   EXPECT_EQ(held("acc-3"), 10);
@@ -186,7 +191,7 @@ TEST_F(ShardClient, AWrongTokenIsNeverASuccess) {
   answer a;
   test::run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
     shard_client client(io.get_executor(), endpoint(), "not-the-token");
-    a = co_await client.async_call(shard_command(hold("acc-4", "sg_5", 10), "t1"));
+    a = co_await client.async_call(wire(hold("acc-4", "sg_5", 10), "t1"));
   });
   EXPECT_EQ(a.kind, answer_kind::transport);
   EXPECT_EQ(a.code, "unauthorized");
