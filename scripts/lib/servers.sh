@@ -27,6 +27,28 @@ _tally_free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# _tally_start_on_free_port NAME LOG TAKEN START: runs START PORT on a free
+# port, again on another (5 attempts in all) while START fails and LOG
+# matches TAKEN (a grep pattern: the port was taken); when it gives up,
+# the end of LOG.
+_tally_start_on_free_port() {
+  local name=$1 log=$2 taken=$3 start=$4 attempt port
+  for attempt in 1 2 3 4 5; do
+    port=$(_tally_free_port)
+    "$start" "$port" && return 0
+    grep -q "$taken" "$log" || break
+    _tally_log "$name: port $port taken, retrying (attempt $attempt)"
+  done
+  _tally_failed "$name: start" "$log"
+}
+
+# _tally_failed WHAT LOG: says that WHAT failed, with the end of LOG; returns 1.
+_tally_failed() {
+  _tally_log "$1 failed; end of $2:"
+  tail -n 20 "$2" >&2
+  return 1
+}
+
 _tally_as_pg() {
   if ((EUID == 0)); then
     runuser -u postgres -- "$@"
@@ -103,23 +125,15 @@ CONF
       _tally_as_pg tee -a "$dir/postgresql.conf" >/dev/null
   fi
 
-  local attempt port
-  for attempt in 1 2 3 4 5; do
-    port=$(_tally_free_port)
-    echo "port = $port" | _tally_as_pg tee "$dir/tally_port.conf" >/dev/null
-    if _tally_as_pg "$TALLY_PG_BIN/pg_ctl" start -w -t 60 -D "$dir" -l "$dir/server.log" >/dev/null; then
-      export TALLY_PG_HOST=127.0.0.1 TALLY_PG_PORT=$port TALLY_PG_USER=postgres TALLY_PG_DATA=$dir
-      _tally_log "pg: listening on 127.0.0.1:$port (data $dir)"
-      return 0
-    fi
-    if ! grep -q 'could not bind\|Address already in use' "$dir/server.log"; then
-      break
-    fi
-    _tally_log "pg: port $port taken, retrying (attempt $attempt)"
-  done
-  _tally_log "pg: start failed; end of $dir/server.log:"
-  tail -n 20 "$dir/server.log" >&2
-  return 1
+  _tally_start_on_free_port pg "$dir/server.log" 'could not bind\|Address already in use' _tally_pg_listen
+}
+
+# _tally_pg_listen PORT: starts the cluster in $dir (tally_pg_start's) on PORT.
+_tally_pg_listen() {
+  echo "port = $1" | _tally_as_pg tee "$dir/tally_port.conf" >/dev/null
+  _tally_as_pg "$TALLY_PG_BIN/pg_ctl" start -w -t 60 -D "$dir" -l "$dir/server.log" >/dev/null || return 1
+  export TALLY_PG_HOST=127.0.0.1 TALLY_PG_PORT=$1 TALLY_PG_USER=postgres TALLY_PG_DATA=$dir
+  _tally_log "pg: listening on 127.0.0.1:$1 (data $dir)"
 }
 
 # tally_pg_stop [DIR]: fast shutdown (rolls back open transactions); DIR
@@ -141,11 +155,8 @@ tally_pg_restart_immediate() {
     return 1
   fi
   _tally_as_pg "$TALLY_PG_BIN/pg_ctl" stop -w -D "$dir" -m immediate >/dev/null 2>&1 || true
-  _tally_as_pg "$TALLY_PG_BIN/pg_ctl" start -w -t 60 -D "$dir" -l "$dir/server.log" >/dev/null || {
-    _tally_log "pg: restart failed; end of $dir/server.log:"
-    tail -n 20 "$dir/server.log" >&2
-    return 1
-  }
+  _tally_as_pg "$TALLY_PG_BIN/pg_ctl" start -w -t 60 -D "$dir" -l "$dir/server.log" >/dev/null ||
+    _tally_failed "pg: restart" "$dir/server.log"
 }
 
 tally_redis_start() {
@@ -153,32 +164,29 @@ tally_redis_start() {
   _tally_dir dir redis "${1:-}"
   _tally_redis_dirs+=("$dir")
 
-  local attempt port i
-  for attempt in 1 2 3 4 5; do
-    port=$(_tally_free_port)
-    : >"$dir/redis.log"
-    # No persistence: tests start from an empty cache and nothing is written
-    # behind their back.
-    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
-      --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
-    # The daemon binds after forking, so a taken port shows only in its log.
-    for i in $(seq 100); do
-      # timeout: whatever else holds a taken port may never answer.
-      if [[ $(timeout 1 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]; then
-        export TALLY_REDIS_HOST=127.0.0.1 TALLY_REDIS_PORT=$port TALLY_REDIS_DIR=$dir
-        _tally_log "redis: listening on 127.0.0.1:$port (dir $dir)"
-        return 0
-      fi
-      grep -q 'Address already in use' "$dir/redis.log" && break
-      sleep 0.1
-    done
-    if ((i == 100)) || ! grep -q 'Address already in use' "$dir/redis.log"; then
-      break
+  _tally_start_on_free_port redis "$dir/redis.log" 'Address already in use' _tally_redis_listen
+}
+
+# _tally_redis_listen PORT: starts a server in $dir (tally_redis_start's) on
+# PORT and waits until it answers, or its log says the port was taken.
+_tally_redis_listen() {
+  local port=$1
+  : >"$dir/redis.log"
+  # No persistence: tests start from an empty cache and nothing is written
+  # behind their back.
+  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
+  # The daemon binds after forking, so a taken port shows only in its log.
+  for _ in $(seq 100); do
+    # timeout: whatever else holds a taken port may never answer.
+    if [[ $(timeout 1 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]]; then
+      export TALLY_REDIS_HOST=127.0.0.1 TALLY_REDIS_PORT=$port TALLY_REDIS_DIR=$dir
+      _tally_log "redis: listening on 127.0.0.1:$port (dir $dir)"
+      return 0
     fi
-    _tally_log "redis: port $port taken, retrying (attempt $attempt)"
+    grep -q 'Address already in use' "$dir/redis.log" && return 1
+    sleep 0.1
   done
-  _tally_log "redis: start failed; end of $dir/redis.log:"
-  tail -n 20 "$dir/redis.log" >&2
   return 1
 }
 
@@ -187,10 +195,10 @@ tally_redis_start() {
 tally_redis_stop() {
   local dir=${1:-${TALLY_REDIS_DIR:-}}
   [[ -n $dir && -f $dir/redis.pid ]] || return 0
-  local pid i
+  local pid
   pid=$(cat "$dir/redis.pid")
   if kill "$pid" 2>/dev/null; then
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
