@@ -76,6 +76,47 @@ def medians(runs, field, keys):
     return {k: statistics.median(r[field][k] for r in runs) for k in keys}
 
 
+def medians_present(runs, fields):
+    """The median of each of FIELDS that every one of RUNS has (an older
+    version may not export it); {} without runs."""
+    return {f: median(runs, f) for f in fields if runs and all(f in r for r in runs)}
+
+
+def open_loop_figures(half):
+    """The medians of a gateway bench's open-loop runs at half the peak
+    (run_figures.py gateway, workload "half")."""
+    return {
+        "half_offered_per_s": median(half, "offered_rate"),
+        "half_per_s": median(half, "throughput"),
+        "half_p50_ms": median(half, "p50_ms"),
+        "half_p99_ms": median(half, "p99_ms"),
+    }
+
+
+def open_loop_rows(offered_label, p99_target):
+    """ratio_table's rows of open_loop_figures: the offered rate (as
+    OFFERED_LABEL), the completed rate, p50 and p99 (with P99_TARGET)."""
+    return [
+        (offered_label, "half_offered_per_s", "{:,.0f}", None),
+        ("open loop: completed/s", "half_per_s", "{:,.0f}", None),
+        ("open loop: p50 ms", "half_p50_ms", "{:.1f}", None),
+        ("open loop: p99 ms", "half_p99_ms", "{:.1f}", p99_target),
+    ]
+
+
+def write_rows(wal_label, wal_target, db_label):
+    """ratio_table's rows of writes_per_unit: WAL bytes (as WAL_LABEL, with
+    WAL_TARGET), database bytes (as DB_LABEL), rows inserted and updated
+    (HOT among them)."""
+    return [
+        (wal_label, "wal_bytes_per_transfer", "{:,.0f}", wal_target),
+        (db_label, "db_bytes_per_transfer", "{:,.0f}", None),
+        ("rows inserted per transfer", "rows_inserted_per_transfer", "{:.2f}", None),
+        ("rows updated per transfer", "rows_updated_per_transfer", "{:.2f}", None),
+        ("  of which HOT", "hot_updates_per_transfer", "{:.2f}", None),
+    ]
+
+
 def ratio_table(rows, figures, kinds, headings, value=lambda f, key: f.get(key)):
     """Prints, in Markdown, each of ROWS ((label, key, format, target or
     None)) with the figure of both KINDS (keys of FIGURES; "-" where one

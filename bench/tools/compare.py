@@ -28,10 +28,7 @@ def figures(runs, version):
     f = {
         "uniform_per_s": common.median(uniform, "throughput"),
         "hot_per_s": common.median(hot, "throughput"),
-        "half_offered_per_s": common.median(half, "offered_rate"),
-        "half_per_s": common.median(half, "throughput"),
-        "half_p50_ms": common.median(half, "p50_ms"),
-        "half_p99_ms": common.median(half, "p99_ms"),
+        **common.open_loop_figures(half),
         "cpu_us_total": common.median(uniform, "cpu_us_total"),
         "cpu_us": common.medians(uniform, "cpu_us_per_transfer", PROCESSES),
         "hot_cpu_us_total": common.median(hot, "cpu_us_total"),
@@ -44,12 +41,10 @@ def figures(runs, version):
     }
     f["hot_over_uniform"] = f["hot_per_s"] / f["uniform_per_s"]
     # The hot run's variable cost (run_figures.py waits), where the version exports it.
-    for field in ("account_wait_ms_per_transfer", "busy_refusals_per_transfer", "shard_calls_per_transfer"):
-        if hot and all(field in r for r in hot):
-            f[f"hot_{field}"] = common.median(hot, field)
-    for field in ("statements_per_transfer", *WRITES):
-        if uniform and all(field in r for r in uniform):
-            f[field] = common.median(uniform, field)
+    hot_costs = common.medians_present(hot, ("account_wait_ms_per_transfer", "busy_refusals_per_transfer",
+                                             "shard_calls_per_transfer"))
+    f.update({f"hot_{field}": v for field, v in hot_costs.items()})
+    f.update(common.medians_present(uniform, ("statements_per_transfer", *WRITES)))
     return f
 
 
@@ -64,10 +59,7 @@ ROWS = [
     ("the same, half from one hot account", "hot_per_s", "{:,.0f}", (">=", 1.25)),
     ("hot / uniform (same version)", "hot_over_uniform", "{:.2f}", None),
     ("hot: refused requests/s (429)", "hot_refused_per_s", "{:,.0f}", None),
-    ("open loop at half the own peak: offered/s", "half_offered_per_s", "{:,.0f}", None),
-    ("open loop: completed/s", "half_per_s", "{:,.0f}", None),
-    ("open loop: p50 ms", "half_p50_ms", "{:.1f}", None),
-    ("open loop: p99 ms", "half_p99_ms", "{:.1f}", ("<=", 1.0)),
+    *common.open_loop_rows("open loop at half the own peak: offered/s", ("<=", 1.0)),
     ("CPU us per completed transfer, all processes", "cpu_us_total", "{:,.0f}", None),
     *[(f"  of which {p}", ("cpu_us", p), "{:,.0f}", None) for p in PROCESSES],
     ("hot: CPU us per completed transfer", "hot_cpu_us_total", "{:,.0f}", None),
@@ -76,11 +68,8 @@ ROWS = [
     ("hot: account_busy retries in sagas per transfer", "hot_busy_refusals_per_transfer", "{:.4f}", None),
     ("hot: shard calls per transfer (3 without retries)", "hot_shard_calls_per_transfer", "{:.3f}", None),
     ("PostgreSQL statements per transfer", "statements_per_transfer", "{:.1f}", None),
-    ("WAL bytes per transfer (uniform)", "wal_bytes_per_transfer", "{:,.0f}", ("<=", 0.4)),
-    ("database bytes per transfer (growth, every database)", "db_bytes_per_transfer", "{:,.0f}", None),
-    ("rows inserted per transfer", "rows_inserted_per_transfer", "{:.2f}", None),
-    ("rows updated per transfer", "rows_updated_per_transfer", "{:.2f}", None),
-    ("  of which HOT", "hot_updates_per_transfer", "{:.2f}", None),
+    *common.write_rows("WAL bytes per transfer (uniform)", ("<=", 0.4),
+                       "database bytes per transfer (growth, every database)"),
     ("rows deleted per transfer (retention)", "rows_deleted_per_transfer", "{:.2f}", None),
 ]
 

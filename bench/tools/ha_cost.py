@@ -22,36 +22,26 @@ def figures(runs, kind):
     half = [r for r in runs if r["version"] == kind and r["workload"] == "half"]
     f = {
         "uniform_per_s": common.median(uniform, "throughput"),
-        "half_offered_per_s": common.median(half, "offered_rate"),
-        "half_per_s": common.median(half, "throughput"),
-        "half_p50_ms": common.median(half, "p50_ms"),
-        "half_p99_ms": common.median(half, "p99_ms"),
+        **common.open_loop_figures(half),
         "cpu_us_total": common.median(uniform, "cpu_us_total"),
         "postgres_cpu_us": common.median([dict(r, pg=r["cpu_us_per_transfer"]["postgres"]) for r in uniform], "pg"),
         "errors": sum(r["errors"] for r in uniform + half),
         "runs": {w: [round(r["throughput"]) for r in s] for w, s in (("uniform", uniform), ("half", half))},
     }
-    for field in ("wal_bytes_per_transfer", "db_bytes_per_transfer", "rows_inserted_per_transfer",
-                  "rows_updated_per_transfer", "hot_updates_per_transfer"):
-        if uniform and all(field in r for r in uniform):
-            f[field] = common.median(uniform, field)
+    f.update(common.medians_present(uniform, ("wal_bytes_per_transfer", "db_bytes_per_transfer",
+                                              "rows_inserted_per_transfer", "rows_updated_per_transfer",
+                                              "hot_updates_per_transfer")))
     return f
 
 
 # (label, key, format, the target on ha / single or None).
 ROWS = [
     ("completed transfers/s, closed loop", "uniform_per_s", "{:,.0f}", (">=", 0.8)),
-    ("open loop at half the single server's peak: offered/s", "half_offered_per_s", "{:,.0f}", None),
-    ("open loop: completed/s", "half_per_s", "{:,.0f}", None),
-    ("open loop: p50 ms", "half_p50_ms", "{:.1f}", None),
-    ("open loop: p99 ms", "half_p99_ms", "{:.1f}", ("<=", 1.5)),
+    *common.open_loop_rows("open loop at half the single server's peak: offered/s", ("<=", 1.5)),
     ("CPU us per transfer, services and the primary", "cpu_us_total", "{:,.0f}", None),
     ("  of which the primary's PostgreSQL", "postgres_cpu_us", "{:,.0f}", None),
-    ("WAL bytes per transfer (on the primary; each standby receives it)", "wal_bytes_per_transfer", "{:,.0f}", None),
-    ("database bytes per transfer", "db_bytes_per_transfer", "{:,.0f}", None),
-    ("rows inserted per transfer", "rows_inserted_per_transfer", "{:.2f}", None),
-    ("rows updated per transfer", "rows_updated_per_transfer", "{:.2f}", None),
-    ("  of which HOT", "hot_updates_per_transfer", "{:.2f}", None),
+    *common.write_rows("WAL bytes per transfer (on the primary; each standby receives it)", None,
+                       "database bytes per transfer"),
 ]
 
 
