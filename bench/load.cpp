@@ -9,8 +9,6 @@
 #include <exception>
 #include <map>
 #include <memory>
-#include <stdexcept>
-#include <string_view>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -19,15 +17,13 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "bench/asio.hpp"
 #include "common/http/client.hpp"
 
 namespace tally::bench {
 
 namespace {
 
-namespace asio = boost::asio;
-namespace bhttp = boost::beast::http;
-using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr auto request_timeout = 15s;
@@ -211,45 +207,6 @@ std::string run_tag() {
   return std::to_string(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
-}
-
-int tool_main(const char* name, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", name, e.what());
-    return 1;
-  }
-}
-
-std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    auto eq = arg.find('=');
-    if (!arg.starts_with("--") || eq == std::string_view::npos)
-      throw std::invalid_argument("arguments are --name=value, got " + std::string(arg));
-    out.emplace_back(std::string(arg.substr(2, eq - 2)), std::string(arg.substr(eq + 1)));
-  }
-  return out;
-}
-
-bool read_load_flag(load_options& o, const std::string& name, const std::string& value) {
-  if (name == "connections")
-    o.connections = std::stoul(value);
-  else if (name == "threads")
-    o.threads = std::stoul(value);
-  else if (name == "duration")
-    o.duration_s = std::stod(value);
-  else if (name == "warmup")
-    o.warmup_s = std::stod(value);
-  else if (name == "rate")
-    o.rate = std::stod(value);
-  else if (name == "units")
-    o.units = std::stoull(value);
-  else
-    return false;
-  return true;
 }
 
 bool load_options_valid(const load_options& o) {

@@ -73,14 +73,6 @@ nlohmann::json run_load(const endpoint& target, const load_options& options, con
 // Unique per run, so repeated runs against one database never replay a key.
 std::string run_tag();
 
-// A tool's main: runs `body`, and reports an exception as "name: what" with exit code 1.
-int tool_main(const char* name, const std::function<int()>& body);
-
-// "--name=value" arguments as a map; anything else is an error.
-std::vector<std::pair<std::string, std::string>> parse_flags(int argc, char** argv);
-// The flags of the load every tool offers (--connections, --threads,
-// --duration, --warmup, --rate, --units) into `o`; false for any other name.
-bool read_load_flag(load_options& o, const std::string& name, const std::string& value);
 // Whether connections, threads and duration are positive, warmup and rate not negative.
 bool load_options_valid(const load_options& o);
 

@@ -25,7 +25,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +38,7 @@
 #include "bench/journal.hpp"
 #include "bench/load.hpp"
 #include "bench/subscribers.hpp"
+#include "bench/tool.hpp"
 #include "common/sharding/routing.hpp"
 
 namespace {
@@ -66,35 +66,14 @@ struct options {
 options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_ORCH_INTERNAL_TOKEN")) o.token = t;
-  for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
-    if (tally::bench::read_load_flag(o.load, name, value)) continue;
-    if (name == "port")
-      o.port = static_cast<std::uint16_t>(std::stoul(value));
-    else if (name == "token")
-      o.token = value;
-    else if (name == "tenant")
-      o.tenant = value;
-    else if (name == "shards")
-      o.shards = value;
-    else if (name == "buckets")
-      o.buckets = std::stoul(value);
-    else if (name == "accounts")
-      o.accounts = std::stoul(value);
-    else if (name == "hot")
-      o.hot = std::stod(value);
-    else if (name == "wait-ms")
-      o.wait_ms = std::stoi(value);
-    else if (name == "api-key")
-      o.api_key = value;
-    else if (name == "subscribers")
-      o.subscribers = std::stoul(value);
-    else if (name == "journal")
-      o.journal = value;
-    else if (name == "replay")
-      o.replay = value;
-    else
-      throw std::invalid_argument("unknown option --" + name);
-  }
+  tally::bench::flag_table flags{{"port", &o.port},       {"token", &o.token},
+                                 {"tenant", &o.tenant},   {"shards", &o.shards},
+                                 {"buckets", &o.buckets}, {"accounts", &o.accounts},
+                                 {"hot", &o.hot},         {"wait-ms", &o.wait_ms},
+                                 {"api-key", &o.api_key}, {"subscribers", &o.subscribers},
+                                 {"journal", &o.journal}, {"replay", &o.replay}};
+  flags.merge(tally::bench::load_flags(o.load));
+  tally::bench::read_flags(argc, argv, flags);
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_ORCH_INTERNAL_TOKEN is required");
   if (o.shards.empty()) throw std::invalid_argument("--shards is required (the orchestrator's routing)");
   if (!o.journal.empty() && !o.replay.empty()) throw std::invalid_argument("--journal or --replay, not both");
@@ -152,7 +131,7 @@ class replay_check {
   std::vector<std::string> examples_;
 };
 
-int run(const options& opt) {
+nlohmann::json run(const options& opt) {
   auto parsed = tally::sharding::routing_table::parse(opt.shards, opt.buckets);
   if (auto* bad = std::get_if<std::string>(&parsed)) throw std::invalid_argument("--shards: " + *bad);
   const auto& routes = std::get<tally::sharding::routing_table>(parsed);
@@ -227,12 +206,9 @@ int run(const options& opt) {
   summary["accounts"] = opt.accounts;
   summary["hot"] = opt.hot;
   summary["setup_s"] = setup_s;
-  std::cout << summary.dump() << std::endl;
-  return 0;
+  return summary;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return tally::bench::tool_main("saga_bench", [&] { return run(parse_options(argc, argv)); });
-}
+int main(int argc, char** argv) { return tally::bench::tool_main("saga_bench", argc, argv, parse_options, run); }

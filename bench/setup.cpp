@@ -12,6 +12,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "bench/asio.hpp"
 #include "bench/load.hpp"
 #include "common/http/client.hpp"
 
@@ -19,9 +20,6 @@ namespace tally::bench {
 
 namespace {
 
-namespace asio = boost::asio;
-namespace bhttp = boost::beast::http;
-using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // The shard refuses batches over 1000 commands and request bodies over its

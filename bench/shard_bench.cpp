@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "bench/load.hpp"
+#include "bench/tool.hpp"
 
 namespace {
 
@@ -46,23 +46,11 @@ struct options {
 options parse_options(int argc, char** argv) {
   options o;
   if (const char* t = std::getenv("TALLY_SHARD_INTERNAL_TOKEN")) o.token = t;
-  for (const auto& [name, value] : tally::bench::parse_flags(argc, argv)) {
-    if (tally::bench::read_load_flag(o.load, name, value)) continue;
-    if (name == "host")
-      o.host = value;
-    else if (name == "port")
-      o.port = static_cast<std::uint16_t>(std::stoul(value));
-    else if (name == "token")
-      o.token = value;
-    else if (name == "tenant")
-      o.tenant = value;
-    else if (name == "accounts")
-      o.accounts = std::stoul(value);
-    else if (name == "per-request")
-      o.load.units_per_request = std::stoul(value);
-    else
-      throw std::invalid_argument("unknown option --" + name);
-  }
+  tally::bench::flag_table flags{{"host", &o.host},         {"port", &o.port},
+                                 {"token", &o.token},       {"tenant", &o.tenant},
+                                 {"accounts", &o.accounts}, {"per-request", &o.load.units_per_request}};
+  flags.merge(tally::bench::load_flags(o.load));
+  tally::bench::read_flags(argc, argv, flags);
   if (o.token.empty()) throw std::invalid_argument("--token or TALLY_SHARD_INTERNAL_TOKEN is required");
   if (o.accounts == 0 || !tally::bench::load_options_valid(o.load) || o.load.units_per_request == 0)
     throw std::invalid_argument(
@@ -80,7 +68,7 @@ std::size_t occurrences(std::string_view text, std::string_view needle) {
   return n;
 }
 
-int run(const options& opt) {
+nlohmann::json run(const options& opt) {
   const tally::bench::endpoint shard{opt.host, opt.port, opt.token};
   std::vector<std::string> accounts;
   for (std::size_t i = 0; i < opt.accounts; ++i) accounts.push_back(account_id(i));
@@ -115,12 +103,9 @@ int run(const options& opt) {
   auto summary = tally::bench::run_load(shard, opt.load, work);
   summary["accounts"] = opt.accounts;
   summary["setup_s"] = setup_s;
-  std::cout << summary.dump() << std::endl;
-  return 0;
+  return summary;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return tally::bench::tool_main("shard_bench", [&] { return run(parse_options(argc, argv)); });
-}
+int main(int argc, char** argv) { return tally::bench::tool_main("shard_bench", argc, argv, parse_options, run); }
