@@ -123,14 +123,8 @@ asio::awaitable<query_result> queries::async_audit(std::int64_t audit_id, std::o
 }
 
 asio::awaitable<query_result> queries::async_audits(std::optional<std::string> tenant, int limit) {
-  query_result out;
-  std::vector<pg::statement> st{{sql_audits, {tenant, std::to_string(limit)}}};
-  std::vector<pg::result> rs;
-  if ((out.error = co_await async_read(st, rs))) co_return out;
-  auto audits = nlohmann::json::array();
-  for (auto row : pg::rows_of<audit_col>(rs[0])) audits.push_back(audit_json(row));
-  out.body = {{"audits", std::move(audits)}};
-  co_return out;
+  pg::statement st{sql_audits, {tenant, std::to_string(limit)}};
+  co_return co_await async_list<audit_col>(std::move(st), "audits", audit_json);
 }
 
 asio::awaitable<query_result> queries::async_audit_cancel(std::int64_t audit_id, std::optional<std::string> tenant,
@@ -146,13 +140,10 @@ asio::awaitable<query_result> queries::async_audit_cancel(std::int64_t audit_id,
 }
 
 asio::awaitable<query_result> queries::async_running_audits() {
-  query_result out;
-  std::vector<pg::statement> st{{sql_running, {}}};
-  std::vector<pg::result> rs;
-  if ((out.error = co_await async_read(st, rs))) co_return out;
-  out.body = nlohmann::json::array();
-  for (auto row : pg::rows_of<running_col>(rs[0])) out.body.push_back(row.int64(running_col::audit_id));
-  co_return out;
+  pg::statement st{sql_running, {}};
+  co_return co_await async_rows<running_col>(std::move(st), [](const pg::row<running_col>& row) -> nlohmann::json {
+    return row.int64(running_col::audit_id);
+  });
 }
 
 asio::awaitable<query_result> queries::async_audit_page(std::int64_t audit_id, int page, std::int64_t writer_epoch) {

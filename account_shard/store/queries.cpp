@@ -128,6 +128,24 @@ nlohmann::json account_json(const pg::row<account_col>& r) {
   return contract::internal_json(doc, r.int64(c::updated_ms));
 }
 
+nlohmann::json hold_json(const pg::row<hold_col>& r) {
+  using c = hold_col;
+  return {{"hold_id", r.text(c::hold_id)},
+          {"amount", r.int64(c::amount)},
+          {"captured", r.int64(c::captured)},
+          {"state", r.text(c::state)},
+          {"created_at", r.text(c::created_at)}};
+}
+
+nlohmann::json old_hold_json(const pg::row<old_hold_col>& r) {
+  using c = old_hold_col;
+  return {{"tenant", r.text(c::tenant)},
+          {"account_id", r.text(c::account_id)},
+          {"hold_id", r.text(c::hold_id)},
+          {"amount", r.int64(c::amount)},
+          {"age_ms", r.int64(c::age_ms)}};
+}
+
 }  // namespace
 
 asio::awaitable<pg::error> queries::async_read(std::span<const pg::statement> statements,
@@ -177,39 +195,13 @@ asio::awaitable<query_result> queries::async_entries(std::string tenant, std::st
 }
 
 asio::awaitable<query_result> queries::async_holds(std::string tenant, std::string account_id) {
-  query_result out;
-  std::vector<pg::statement> st{{sql_holds, {tenant, account_id}}};
-  std::vector<pg::result> rs;
-  if ((out.error = co_await async_read(st, rs))) co_return out;
-  const auto& r = rs[0];
-  nlohmann::json holds = nlohmann::json::array();
-  using c = hold_col;
-  for (auto row : pg::rows_of<c>(r))
-    holds.push_back({{"hold_id", row.text(c::hold_id)},
-                     {"amount", row.int64(c::amount)},
-                     {"captured", row.int64(c::captured)},
-                     {"state", row.text(c::state)},
-                     {"created_at", row.text(c::created_at)}});
-  out.body = {{"holds", std::move(holds)}};
-  co_return out;
+  pg::statement st{sql_holds, {tenant, account_id}};
+  co_return co_await async_list<hold_col>(std::move(st), "holds", hold_json);
 }
 
 asio::awaitable<query_result> queries::async_old_holds(std::int64_t older_than_ms, int limit) {
-  query_result out;
-  std::vector<pg::statement> st{{sql_old_holds, {std::to_string(older_than_ms), std::to_string(limit)}}};
-  std::vector<pg::result> rs;
-  if ((out.error = co_await async_read(st, rs))) co_return out;
-  const auto& r = rs[0];
-  nlohmann::json holds = nlohmann::json::array();
-  using c = old_hold_col;
-  for (auto row : pg::rows_of<c>(r))
-    holds.push_back({{"tenant", row.text(c::tenant)},
-                     {"account_id", row.text(c::account_id)},
-                     {"hold_id", row.text(c::hold_id)},
-                     {"amount", row.int64(c::amount)},
-                     {"age_ms", row.int64(c::age_ms)}});
-  out.body = {{"holds", std::move(holds)}};
-  co_return out;
+  pg::statement st{sql_old_holds, {std::to_string(older_than_ms), std::to_string(limit)}};
+  co_return co_await async_list<old_hold_col>(std::move(st), "holds", old_hold_json);
 }
 
 asio::awaitable<query_result> queries::async_operation(std::string tenant, std::string account_id, std::string biz_type,
@@ -274,15 +266,11 @@ asio::awaitable<query_result> queries::async_lots(std::string tenant, std::strin
 }
 
 asio::awaitable<query_result> queries::async_due_lots(std::int64_t now_ms, int limit) {
-  query_result out;
-  std::vector<pg::statement> st{{sql_due_lots, {std::to_string(now_ms), std::to_string(limit)}}};
-  std::vector<pg::result> rs;
-  if ((out.error = co_await async_read(st, rs))) co_return out;
-  out.body = nlohmann::json::array();
-  using c = due_lot_col;
-  for (auto row : pg::rows_of<c>(rs[0]))
-    out.body.push_back({row.text(c::tenant), row.text(c::account_id), row.int64(c::lot_id)});
-  co_return out;
+  pg::statement st{sql_due_lots, {std::to_string(now_ms), std::to_string(limit)}};
+  co_return co_await async_rows<due_lot_col>(std::move(st), [](const pg::row<due_lot_col>& row) -> nlohmann::json {
+    using c = due_lot_col;
+    return {row.text(c::tenant), row.text(c::account_id), row.int64(c::lot_id)};
+  });
 }
 
 asio::awaitable<query_result> queries::async_outbox_backlog() {
@@ -332,14 +320,8 @@ asio::awaitable<query_result> queries::async_set_status(std::string tenant, std:
 }
 
 asio::awaitable<query_result> queries::async_accounts_by_status(std::string tenant, std::string status, int limit) {
-  query_result out;
-  std::vector<pg::statement> st{{sql_accounts_by_status, {tenant, status, std::to_string(limit)}}};
-  std::vector<pg::result> r;
-  if ((out.error = co_await async_read(st, r))) co_return out;
-  auto accounts = nlohmann::json::array();
-  for (auto row : pg::rows_of<account_col>(r[0])) accounts.push_back(account_json(row));
-  out.body = {{"accounts", std::move(accounts)}};
-  co_return out;
+  pg::statement st{sql_accounts_by_status, {tenant, status, std::to_string(limit)}};
+  co_return co_await async_list<account_col>(std::move(st), "accounts", account_json);
 }
 
 }  // namespace tally::shard

@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <vector>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/reconcile.hpp"
 #include "common/pg/pool.hpp"
+#include "common/pg/rows.hpp"
 
 namespace tally::shard {
 
@@ -100,6 +103,12 @@ class queries {
 
  private:
   boost::asio::awaitable<pg::error> async_read(std::span<const pg::statement> statements, std::vector<pg::result>& out);
+  // One statement read, each row of it as `json_of` makes it: body
+  // [row, ...], or {name: [row, ...]} with async_list.
+  template <class Column, class JsonOf>
+  boost::asio::awaitable<query_result> async_rows(pg::statement statement, JsonOf json_of);
+  template <class Column, class JsonOf>
+  boost::asio::awaitable<query_result> async_list(pg::statement statement, std::string_view name, JsonOf json_of);
   struct frozen_accounts {
     pg::error error;
     nlohmann::json accounts = nlohmann::json::array();  // [{tenant, account_id}]
@@ -118,5 +127,24 @@ class queries {
   pg::pool& writers_;
   std::chrono::milliseconds timeout_;
 };
+
+template <class Column, class JsonOf>
+boost::asio::awaitable<query_result> queries::async_rows(pg::statement statement, JsonOf json_of) {
+  query_result out;
+  std::vector<pg::statement> st{std::move(statement)};
+  std::vector<pg::result> rs;
+  if ((out.error = co_await async_read(st, rs))) co_return out;
+  out.body = nlohmann::json::array();
+  for (auto row : pg::rows_of<Column>(rs[0])) out.body.push_back(json_of(row));
+  co_return out;
+}
+
+template <class Column, class JsonOf>
+boost::asio::awaitable<query_result> queries::async_list(pg::statement statement, std::string_view name,
+                                                         JsonOf json_of) {
+  auto out = co_await async_rows<Column>(std::move(statement), std::move(json_of));
+  if (!out.error) out.body = {{name, std::move(out.body)}};
+  co_return out;
+}
 
 }  // namespace tally::shard

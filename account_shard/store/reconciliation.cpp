@@ -56,6 +56,19 @@ constexpr std::string_view sql_reconciliation_runs =
     "WHERE tenant IS NOT DISTINCT FROM $1 ORDER BY run_id DESC LIMIT $2";
 enum class run_col { run_id, ran_at, watermark, differences, classes, frozen, report, mode, since };  // in select order
 
+nlohmann::json run_json(const pg::row<run_col>& row) {
+  using c = run_col;
+  return {{"report_id", row.int64(c::run_id)},
+          {"ran_at", std::string(row.text(c::ran_at))},
+          {"mode", std::string(row.text(c::mode))},
+          {"watermark", row.int64(c::watermark)},
+          {"since", row.is_null(c::since) ? nlohmann::json(nullptr) : nlohmann::json(row.int64(c::since))},
+          {"differences", row.int64(c::differences)},
+          {"classes", nlohmann::json::parse(row.text(c::classes))},
+          {"frozen", nlohmann::json::parse(row.text(c::frozen))},
+          {"report", nlohmann::json::parse(row.text(c::report))}};
+}
+
 }  // namespace
 
 asio::awaitable<query_result> queries::async_reconcile(reconcile_request rq, std::int64_t writer_epoch) {
@@ -157,25 +170,8 @@ asio::awaitable<queries::frozen_accounts> queries::freeze_differing(
 }
 
 asio::awaitable<query_result> queries::async_reconciliation_runs(std::optional<std::string> tenant, int limit) {
-  query_result out;
-  std::vector<pg::statement> st{{sql_reconciliation_runs, {tenant, std::to_string(limit)}}};
-  std::vector<pg::result> r;
-  if ((out.error = co_await async_read(st, r))) co_return out;
-  auto reports = nlohmann::json::array();
-  using c = run_col;
-  for (auto row : pg::rows_of<c>(r[0])) {
-    reports.push_back({{"report_id", row.int64(c::run_id)},
-                       {"ran_at", std::string(row.text(c::ran_at))},
-                       {"mode", std::string(row.text(c::mode))},
-                       {"watermark", row.int64(c::watermark)},
-                       {"since", row.is_null(c::since) ? nlohmann::json(nullptr) : nlohmann::json(row.int64(c::since))},
-                       {"differences", row.int64(c::differences)},
-                       {"classes", nlohmann::json::parse(row.text(c::classes))},
-                       {"frozen", nlohmann::json::parse(row.text(c::frozen))},
-                       {"report", nlohmann::json::parse(row.text(c::report))}});
-  }
-  out.body = {{"reports", std::move(reports)}};
-  co_return out;
+  pg::statement st{sql_reconciliation_runs, {tenant, std::to_string(limit)}};
+  co_return co_await async_list<run_col>(std::move(st), "reports", run_json);
 }
 
 }  // namespace tally::shard
