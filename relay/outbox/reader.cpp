@@ -109,13 +109,21 @@ constexpr std::string_view sql_sagas =
 enum class saga_col { tenant, saga_id, version, payload, settled, updated_ms };  // in select order
 #undef TALLY_SAGA_SETTLED
 
+// An object's kind, key and version from its row (Column names tenant and
+// version), `id` naming the column of its id.
+template <class Column>
+object_state object_of(object_kind kind, const pg::row<Column>& r, Column id) {
+  object_state s;
+  s.kind = kind;
+  s.tenant = r.text(Column::tenant);
+  s.object_id = r.text(id);
+  s.version = r.int64(Column::version);
+  return s;
+}
+
 object_state account_state(const pg::row<account_col>& r) {
   using c = account_col;
-  object_state s;
-  s.kind = object_kind::account;
-  s.tenant = r.text(c::tenant);
-  s.object_id = r.text(c::account_id);
-  s.version = r.int64(c::version);
+  auto s = object_of(object_kind::account, r, c::account_id);
   const contract::account_document doc{s.tenant,
                                        s.object_id,
                                        r.int64(c::balance),
@@ -130,11 +138,7 @@ object_state account_state(const pg::row<account_col>& r) {
 
 object_state saga_state(const pg::row<saga_col>& r) {
   using c = saga_col;
-  object_state s;
-  s.kind = object_kind::saga;
-  s.tenant = r.text(c::tenant);
-  s.object_id = r.text(c::saga_id);
-  s.version = r.int64(c::version);
+  auto s = object_of(object_kind::saga, r, c::saga_id);
   s.doc = r.text(c::payload);
   s.settled = r.boolean(c::settled);
   s.updated_ms = r.int64(c::updated_ms);
