@@ -73,6 +73,22 @@ std::string key_of(object_kind kind, const std::string& tenant, const std::strin
   return kind == object_kind::account ? projection::account_key(tenant, id) : projection::saga_key(tenant, id);
 }
 
+// One call of apply_script: its head (KEYS[1], ARGV[1..3]), then each
+// object's key, and its version, document and time to live from `now_ms`.
+struct apply_call {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+  std::int64_t now_ms = time::now_unix_ms();
+
+  // `o`: an outbox_event or an object_state; `event_ms`: when its event was written.
+  void add(const auto& o, std::int64_t event_ms, std::chrono::milliseconds saga_ttl) {
+    keys.push_back(key_of(o.kind, o.tenant, o.object_id));
+    args.push_back(std::to_string(o.version));
+    args.push_back(o.doc);
+    args.push_back(std::to_string(projection_ttl_ms(o.settled, event_ms, now_ms, saga_ttl)));
+  }
+};
+
 delivery failed(const redis::reply& r) {
   return {delivery_status::retry, r.error ? "redis: " + r.error.message() : "redis: " + r.v.text};
 }
@@ -112,17 +128,10 @@ asio::awaitable<delivery> projection_sink::async_apply(const std::string& source
 
 asio::awaitable<delivery> projection_sink::async_deliver(const std::string& source,
                                                          std::span<const outbox_event> events) {
-  std::vector<std::string> keys{projection::source_marker(source)};
-  std::vector<std::string> args{"deliver", "", source};
-  const auto now = time::now_unix_ms();
-  for (const auto& e : events) {
-    if (e.doc.empty()) continue;
-    keys.push_back(key_of(e.kind, e.tenant, e.object_id));
-    args.push_back(std::to_string(e.version));
-    args.push_back(e.doc);
-    args.push_back(std::to_string(projection_ttl_ms(e.settled, e.created_ms, now, saga_ttl_)));
-  }
-  co_return co_await async_apply(source, std::move(keys), std::move(args));
+  apply_call call{{projection::source_marker(source)}, {"deliver", "", source}};
+  for (const auto& e : events)
+    if (!e.doc.empty()) call.add(e, e.created_ms, saga_ttl_);
+  co_return co_await async_apply(source, std::move(call.keys), std::move(call.args));
 }
 
 asio::awaitable<delivery> projection_sink::async_begin_rebuild(const std::string& source) {
@@ -135,16 +144,9 @@ asio::awaitable<delivery> projection_sink::async_begin_rebuild(const std::string
 
 asio::awaitable<delivery> projection_sink::async_restore(const std::string& source,
                                                          std::span<const object_state> states) {
-  std::vector<std::string> keys{projection::rebuild_key(source)};
-  std::vector<std::string> args{"restore", rebuilding_[source], source};
-  const auto now = time::now_unix_ms();
-  for (const auto& s : states) {
-    keys.push_back(key_of(s.kind, s.tenant, s.object_id));
-    args.push_back(std::to_string(s.version));
-    args.push_back(s.doc);
-    args.push_back(std::to_string(projection_ttl_ms(s.settled, s.updated_ms, now, saga_ttl_)));
-  }
-  co_return co_await async_apply(source, std::move(keys), std::move(args));
+  apply_call call{{projection::rebuild_key(source)}, {"restore", rebuilding_[source], source}};
+  for (const auto& s : states) call.add(s, s.updated_ms, saga_ttl_);
+  co_return co_await async_apply(source, std::move(call.keys), std::move(call.args));
 }
 
 asio::awaitable<delivery> projection_sink::async_finish_rebuild(const std::string& source) {
