@@ -88,7 +88,7 @@ using route = http::route_row<router, call>;
 
 class router {
  public:
-  explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+  explicit router(route_context& ctx) : ctx_(ctx) {}
 
   // Under /v1/ everything needs the internal token. Bodies: a GET reads
   // none, freeze and unfreeze `{}` or nothing, the rest up to the server's
@@ -122,15 +122,11 @@ class router {
     return routes;
   }
 
-  asio::awaitable<response> operator()(request req) {
-    const auto t = split_target(std::string_view(req.target().data(), req.target().size()));
-    co_return co_await http::serve_internal(
-        req, t, probes_, ctx_.internal_token, table(),
-        [&](const route& r, std::vector<std::string> args) -> asio::awaitable<response> {
-          // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
-          const call c{t, std::move(args)};
-          co_return co_await (this->*r.handle)(req, c);
-        });
+  asio::awaitable<response> dispatch(const request& req, const http::target& t, const route& r,
+                                     std::vector<std::string> args) {
+    // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
+    const call c{t, std::move(args)};
+    co_return co_await (this->*r.handle)(req, c);
   }
 
  private:
@@ -367,12 +363,11 @@ class router {
   }
 
   route_context& ctx_;
-  http::service_probes probes_;
 };
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::handler make_handler(route_context& ctx) { return http::internal_handler<router>(ctx); }
 http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::shard

@@ -5,6 +5,7 @@
 // it). The first row whose method and pattern match wins, so a service's
 // whole surface reads in one screen and can be listed.
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -100,6 +101,23 @@ boost::asio::awaitable<response> serve_internal(const request& req, const target
   auto found = find_route(table, req.method(), t.path);
   if (!found.route) co_return not_found(req);
   co_return co_await dispatch(*found.route, std::move(found.args));
+}
+
+// The handler of an internal service's Router, made from its route
+// context: the probes answer ctx.ready and ctx.metrics, /v1/ wants
+// ctx.internal_token, Router::table() routes, and the matched row goes to
+// `router.dispatch(request, target, row, args)`.
+template <class Router, class Context>
+handler internal_handler(Context& ctx) {
+  auto router = std::make_shared<Router>(ctx);
+  service_probes probes{ctx.ready, [&m = ctx.metrics] { return m.render(); }};
+  return [router, probes = std::move(probes),
+          &token = ctx.internal_token](request req) -> boost::asio::awaitable<response> {
+    const auto t = split_target(std::string_view(req.target().data(), req.target().size()));
+    co_return co_await serve_internal(
+        req, t, probes, token, Router::table(),
+        [&](const auto& row, std::vector<std::string> args) { return router->dispatch(req, t, row, std::move(args)); });
+  };
 }
 
 }  // namespace tally::http

@@ -73,7 +73,7 @@ using route = http::route_row<router, call>;
 
 class router {
  public:
-  explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+  explicit router(route_context& ctx) : ctx_(ctx) {}
 
   // Under /v1/ everything needs the internal token. The gateway starts
   // sagas with their canonical request (POST /v1/sagas, the tenant inside)
@@ -105,23 +105,19 @@ class router {
     return routes;
   }
 
-  asio::awaitable<response> operator()(request req) {
-    const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
-    co_return co_await http::serve_internal(
-        req, t, probes_, ctx_.internal_token, table(),
-        [&](const route& r, std::vector<std::string> args) -> asio::awaitable<response> {
-          call c{t, std::move(args), {}, {}};
-          if (r.path.starts_with("/v1/tenants/")) {
-            c.tenant = c.args[0];
-            if (!validate::is_valid_id(c.tenant)) co_return bad_request(req, "bad tenant id");
-          }
-          if (r.path.starts_with("/v1/tenants/") || r.handle == &router::start_canonical) {
-            auto wait = wait_of(t.query);
-            if (!wait) co_return bad_request(req, "wait_ms must be an integer from 0 to 30000");
-            c.wait = *wait;
-          }
-          co_return co_await (this->*r.handle)(req, c);
-        });
+  asio::awaitable<response> dispatch(const request& req, const http::target& t, const route& r,
+                                     std::vector<std::string> args) {
+    call c{t, std::move(args), {}, {}};
+    if (r.path.starts_with("/v1/tenants/")) {
+      c.tenant = c.args[0];
+      if (!validate::is_valid_id(c.tenant)) co_return bad_request(req, "bad tenant id");
+    }
+    if (r.path.starts_with("/v1/tenants/") || r.handle == &router::start_canonical) {
+      auto wait = wait_of(t.query);
+      if (!wait) co_return bad_request(req, "wait_ms must be an integer from 0 to 30000");
+      c.wait = *wait;
+    }
+    co_return co_await (this->*r.handle)(req, c);
   }
 
  private:
@@ -359,12 +355,11 @@ class router {
   }
 
   route_context& ctx_;
-  http::service_probes probes_;
 };
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::handler make_handler(route_context& ctx) { return http::internal_handler<router>(ctx); }
 http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::orch

@@ -21,7 +21,7 @@ using route = http::route_row<router, std::vector<std::string>>;  // the pattern
 
 class router {
  public:
-  explicit router(route_context& ctx) : ctx_(ctx), probes_{ctx.ready, [&m = ctx.metrics] { return m.render(); }} {}
+  explicit router(route_context& ctx) : ctx_(ctx) {}
 
   // Under /v1/ everything needs the internal token.
   static std::span<const route> table() {
@@ -34,13 +34,9 @@ class router {
     return routes;
   }
 
-  asio::awaitable<http::response> operator()(http::request req) {
-    const auto t = http::split_target(std::string_view(req.target().data(), req.target().size()));
-    co_return co_await http::serve_internal(
-        req, t, probes_, ctx_.internal_token, table(),
-        [&](const route& r, std::vector<std::string> args) -> asio::awaitable<http::response> {
-          co_return co_await (this->*r.handle)(req, args);
-        });
+  asio::awaitable<http::response> dispatch(const http::request& req, const http::target&, const route& r,
+                                           std::vector<std::string> args) {
+    co_return co_await (this->*r.handle)(req, args);
   }
 
  private:
@@ -61,12 +57,11 @@ class router {
   }
 
   route_context& ctx_;
-  http::service_probes probes_;
 };
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) { return http::shared_handler(std::make_shared<router>(ctx)); }
+http::handler make_handler(route_context& ctx) { return http::internal_handler<router>(ctx); }
 http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::relay
