@@ -195,15 +195,20 @@ void declare_shard(CLI::App& c, arguments& a) {
   c.add_option("--shard", a.reconcile.shard, "The shard's number in the routing, from 0")->required();
 }
 
+// A reconcile command's target: `path` on the shard --shard names, with
+// one more query parameter where the command takes one.
+std::string on_shard(const arguments& a, std::initializer_list<std::string> path,
+                     std::pair<std::string, std::string> more = {}) {
+  return target(path, {{"shard", std::to_string(a.reconcile.shard)}, std::move(more)});
+}
+
 void declare_run(CLI::App& c, arguments& a) {
   declare_shard(c, a);
   c.add_flag("--full", a.reconcile.full, "Every account from its first entry, in one snapshot");
 }
 
 int run_reconcile(const command_line& cl, const arguments& a) {
-  const auto& r = a.reconcile;
-  return cl.get(target({"v1", "admin", "reconciliation"},
-                       {{"shard", std::to_string(r.shard)}, {"mode", r.full ? "full" : "incremental"}}),
+  return cl.get(on_shard(a, {"v1", "admin", "reconciliation"}, {"mode", a.reconcile.full ? "full" : "incremental"}),
                 reconciliation_run);
 }
 
@@ -213,9 +218,7 @@ void declare_audit_start(CLI::App& c, arguments& a) {
 }
 
 int run_audit_start(const command_line& cl, const arguments& a) {
-  const auto& r = a.reconcile;
-  return cl.post(target({"v1", "admin", "audits"},
-                        {{"shard", std::to_string(r.shard)}, {"freeze", r.no_freeze ? "false" : "true"}}),
+  return cl.post(on_shard(a, {"v1", "admin", "audits"}, {"freeze", a.reconcile.no_freeze ? "false" : "true"}),
                  json::object(), audit);
 }
 
@@ -225,19 +228,16 @@ void declare_audit_id(CLI::App& c, arguments& a) {
 }
 
 int run_audit_show(const command_line& cl, const arguments& a) {
-  const auto id = std::to_string(a.reconcile.audit_id);
-  const auto on = std::to_string(a.reconcile.shard);
-  return cl.get(target({"v1", "admin", "audits", id}, {{"shard", on}}), audit);
+  return cl.get(on_shard(a, {"v1", "admin", "audits", std::to_string(a.reconcile.audit_id)}), audit);
 }
 
 int run_audit_cancel(const command_line& cl, const arguments& a) {
   const auto id = std::to_string(a.reconcile.audit_id);
-  const auto on = std::to_string(a.reconcile.shard);
-  return cl.post(target({"v1", "admin", "audits", id, "cancel"}, {{"shard", on}}), json::object(), audit);
+  return cl.post(on_shard(a, {"v1", "admin", "audits", id, "cancel"}), json::object(), audit);
 }
 
 int run_audit_list(const command_line& cl, const arguments& a) {
-  return cl.get(target({"v1", "admin", "audits"}, {{"shard", std::to_string(a.reconcile.shard)}}), audits);
+  return cl.get(on_shard(a, {"v1", "admin", "audits"}), audits);
 }
 
 void declare_reports(CLI::App& c, arguments& a) {
@@ -246,9 +246,7 @@ void declare_reports(CLI::App& c, arguments& a) {
 }
 
 int run_reports(const command_line& cl, const arguments& a) {
-  const auto& r = a.reconcile;
-  return cl.get(target({"v1", "admin", "reconciliation", "reports"},
-                       {{"shard", std::to_string(r.shard)}, {"limit", text(r.reports_limit)}}),
+  return cl.get(on_shard(a, {"v1", "admin", "reconciliation", "reports"}, {"limit", text(a.reconcile.reports_limit)}),
                 reconciliation_reports);
 }
 
