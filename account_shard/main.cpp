@@ -24,7 +24,6 @@
 #include "common/http/server.hpp"
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
-#include "common/migrate/migrate.hpp"
 #include "common/retry/backoff.hpp"
 #include "common/service/runner.hpp"
 #include "common/service/settings.hpp"
@@ -125,7 +124,7 @@ struct app : service::app {
              metrics_,
              s_.token,
              [this] { return epoch_; },
-             [this] { return epoch_ > 0 && !stopping_; },
+             [this] { return epoch_ > 0 && !stopping(); },
              clock_,
              s_.clock_control,
              [this] { audits_.poke(); }} {}
@@ -169,7 +168,6 @@ struct app : service::app {
 
   asio::awaitable<void> async_stop() override {
     if (!server_) std::_Exit(0);  // a standby has nothing in flight
-    stopping_ = true;
     log::info("shutting down: finishing in-flight requests");
     lead_.stop();
     expiry_.stop();
@@ -196,7 +194,6 @@ struct app : service::app {
   shard::route_context ctx_;
   std::unique_ptr<http::server> server_;
   std::int64_t epoch_ = 0;
-  bool stopping_ = false;
 };
 
 }  // namespace
@@ -205,8 +202,7 @@ int main(int argc, char** argv) {
   return service::run("account_shard", "TALLY_SHARD", argc, argv,
                       [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         settings s = read_settings(cfg);
-                        migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
-                        if (service::migrate_only(argc, argv)) return nullptr;
+                        if (service::migrate_only(argc, argv, s.conninfo, s.migrations_dir)) return nullptr;
                         return std::make_unique<app>(io, std::move(s));
                       });
 }

@@ -130,13 +130,13 @@ struct app : service::app {
       clusters_ = std::make_unique<gateway::cluster_watch>(io.get_executor(), s_.ha_monitor, s_.ha_poll, metrics_);
     ctx_ = std::make_unique<gateway::route_context>(gateway::route_context{
         s_.keys, limiter_, redis_, hub_, orchestrator_, shards_, routes_, s_.upstream_token, s_.token, metrics_,
-        [this] { return !stopping_; }, s_.upstream_timeout, relay_.get(), s_.console_dir, clusters_.get()});
+        [this] { return !stopping(); }, s_.upstream_timeout, relay_.get(), s_.console_dir, clusters_.get()});
   }
 
   asio::awaitable<void> async_start() override {
     server_ = std::make_unique<http::server>(io_, s_.listen, gateway::make_handler(*ctx_), gateway::body_limits());
     server_->set_upgrade_handler([this](boost::beast::tcp_stream stream, http::request req) {
-      if (stopping_) return;
+      if (stopping()) return;
       streams_.accept(std::move(stream), std::move(req));
     });
     server_->start();
@@ -152,7 +152,6 @@ struct app : service::app {
   }
 
   asio::awaitable<void> async_stop() override {
-    stopping_ = true;
     log::info("shutting down: finishing in-flight requests");
     streams_.close_all();
     if (clusters_) clusters_->stop();
@@ -176,7 +175,6 @@ struct app : service::app {
   std::unique_ptr<gateway::route_context> ctx_;
   std::unique_ptr<http::server> server_;
   std::unique_ptr<http::server> internal_;
-  bool stopping_ = false;
 };
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include "common/http/server.hpp"
 #include "common/log/log.hpp"
 #include "common/metrics/metrics.hpp"
-#include "common/migrate/migrate.hpp"
 #include "common/service/runner.hpp"
 #include "common/service/settings.hpp"
 #include "orchestrator/service/routes.hpp"
@@ -97,7 +96,7 @@ struct app : service::app {
       shards_.push_back(std::make_unique<orch::shard_client>(io.get_executor(), e, s_.shard_token, s_.shard));
     runner_ = std::make_unique<orch::saga_runner>(io.get_executor(), store_, routes_, shards_, metrics_, s_.runner);
     ctx_ = std::make_unique<orch::route_context>(
-        orch::route_context{*runner_, store_, metrics_, s_.token, [this] { return !stopping_; }});
+        orch::route_context{*runner_, store_, metrics_, s_.token, [this] { return !stopping(); }});
   }
 
   pg::pool_options pool_options() const {
@@ -121,7 +120,6 @@ struct app : service::app {
   }
 
   asio::awaitable<void> async_stop() override {
-    stopping_ = true;
     log::info("shutting down: finishing in-flight requests and saga steps");
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(10));
     co_await runner_->async_stop(std::chrono::seconds(5));
@@ -138,7 +136,6 @@ struct app : service::app {
   std::unique_ptr<orch::saga_runner> runner_;  // destroyed before the shard clients it calls
   std::unique_ptr<orch::route_context> ctx_;
   std::unique_ptr<http::server> server_;
-  bool stopping_ = false;
 };
 
 }  // namespace
@@ -148,8 +145,7 @@ int main(int argc, char** argv) {
                       [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         settings s = read_settings(cfg);
                         auto routes = service::required(sharding::routing_table::parse(s.shards, s.buckets), "shards");
-                        migrate::apply_when_reachable(s.conninfo, s.migrations_dir);
-                        if (service::migrate_only(argc, argv)) return nullptr;
+                        if (service::migrate_only(argc, argv, s.conninfo, s.migrations_dir)) return nullptr;
                         return std::make_unique<app>(io, std::move(s), std::move(routes));
                       });
 }

@@ -102,7 +102,7 @@ struct app : service::app {
           std::make_unique<relay::outbox_pruner>(io.get_executor(), source, std::move(consumers), metrics_, s_.prune));
     }
     ctx_ = std::make_unique<relay::route_context>(
-        relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping_; }});
+        relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping(); }});
   }
 
   void spawn(std::function<asio::awaitable<void>()> loop) {
@@ -128,7 +128,6 @@ struct app : service::app {
   }
 
   asio::awaitable<void> async_stop() override {
-    stopping_ = true;
     log::info("shutting down: finishing the batches in delivery");
     if (server_) co_await server_->async_shutdown(std::chrono::seconds(2));
     for (auto& p : pumps_) p->stop();  // each finishes its batch, saves its cursor and ends
@@ -153,7 +152,6 @@ struct app : service::app {
   std::unique_ptr<http::server> server_;
   std::size_t finished_ = 0;
   asio::steady_timer all_stopped_;  // cancelled when the last feed and pump have ended
-  bool stopping_ = false;
 };
 
 }  // namespace

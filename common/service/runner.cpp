@@ -8,12 +8,16 @@
 
 #include "common/failpoint/failpoint.hpp"
 #include "common/log/log.hpp"
+#include "common/migrate/migrate.hpp"
 
 namespace tally::service {
 
 namespace asio = boost::asio;
 
-bool migrate_only(int argc, char** argv) { return argc > 1 && std::string_view(argv[1]) == "migrate"; }
+bool migrate_only(int argc, char** argv, const std::string& conninfo, const std::filesystem::path& migrations_dir) {
+  migrate::apply_when_reachable(conninfo, migrations_dir);
+  return argc > 1 && std::string_view(argv[1]) == "migrate";
+}
 
 int run(std::string_view name, std::string env_prefix, int argc, char** argv, const make_app& make) {
   try {
@@ -27,6 +31,7 @@ int run(std::string_view name, std::string env_prefix, int argc, char** argv, co
     signals.async_wait([&](boost::system::error_code ec, int) {
       if (ec) return;
       auto stop = [&]() -> asio::awaitable<void> {
+        a->stopping_ = true;
         co_await a->async_stop();
         io.stop();
       };
