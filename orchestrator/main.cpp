@@ -95,8 +95,8 @@ struct app : service::app {
     for (const auto& e : routes_.shards())
       shards_.push_back(std::make_unique<orch::shard_client>(io.get_executor(), e, s_.shard_token, s_.shard));
     runner_ = std::make_unique<orch::saga_runner>(io.get_executor(), store_, routes_, shards_, metrics_, s_.runner);
-    ctx_ = std::make_unique<orch::route_context>(
-        orch::route_context{*runner_, store_, metrics_, s_.token, [this] { return !stopping(); }});
+    ctx_ = std::make_unique<orch::route_context>(orch::route_context{
+        {{[this] { return !stopping(); }, [this] { return metrics_.render(); }}, s_.token}, *runner_, store_});
   }
 
   pg::pool_options pool_options() const {

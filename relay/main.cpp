@@ -101,8 +101,8 @@ struct app : service::app {
       pruners_.push_back(
           std::make_unique<relay::outbox_pruner>(io.get_executor(), source, std::move(consumers), metrics_, s_.prune));
     }
-    ctx_ = std::make_unique<relay::route_context>(
-        relay::route_context{pumps_, metrics_, s_.token, [this] { return !stopping(); }});
+    ctx_ = std::make_unique<relay::route_context>(relay::route_context{
+        {{[this] { return !stopping(); }, [this] { return metrics_.render(); }}, s_.token}, pumps_});
   }
 
   void spawn(std::function<asio::awaitable<void>()> loop) {

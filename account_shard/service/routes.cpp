@@ -306,7 +306,7 @@ class router {
   // For operators: whether this instance writes, its commit figures, and
   // how far the relay is behind this shard's outbox.
   asio::awaitable<response> status(const request& req, const call&) {
-    nlohmann::json body{{"leader", ctx_.ready()},
+    nlohmann::json body{{"leader", ctx_.probes.ready()},
                         {"epoch", ctx_.writer_epoch()},
                         {"commits", ctx_.commits.stats()},
                         {"admission", ctx_.commits.admission_stats(hottest_accounts)}};
@@ -367,7 +367,7 @@ class router {
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) { return http::internal_handler<router>(ctx); }
+http::handler make_handler(route_context& ctx) { return http::internal_handler(std::make_shared<router>(ctx), ctx); }
 http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::shard

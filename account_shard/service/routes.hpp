@@ -19,25 +19,21 @@
 //                                         with testing.clock_control; else 404)
 #include <cstdint>
 #include <functional>
-#include <string>
 
 #include <boost/asio/awaitable.hpp>
 
 #include "account_shard/service/clock.hpp"
 #include "account_shard/service/commit_queue.hpp"
 #include "account_shard/store/queries.hpp"
+#include "common/http/route_table.hpp"
 #include "common/http/server.hpp"
-#include "common/metrics/metrics.hpp"
 
 namespace tally::shard {
 
-struct route_context {
+struct route_context : http::internal_context {
   commit_queue& commits;
   queries& reads;
-  metrics::registry& metrics;
-  std::string internal_token;
   std::function<std::int64_t()> writer_epoch;
-  std::function<bool()> ready;
   shard_clock& clock;
   bool clock_control = false;
   std::function<void()> audit_started;  // wakes the audit job

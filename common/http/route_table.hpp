@@ -103,19 +103,22 @@ boost::asio::awaitable<response> serve_internal(const request& req, const target
   co_return co_await dispatch(*found.route, std::move(found.args));
 }
 
-// The handler of an internal service's Router, made from its route
-// context: the probes answer ctx.ready and ctx.metrics, /v1/ wants
-// ctx.internal_token, Router::table() routes, and the matched row goes to
-// `router.dispatch(request, target, row, args)`.
-template <class Router, class Context>
-handler internal_handler(Context& ctx) {
-  auto router = std::make_shared<Router>(ctx);
-  service_probes probes{ctx.ready, [&m = ctx.metrics] { return m.render(); }};
-  return [router, probes = std::move(probes),
-          &token = ctx.internal_token](request req) -> boost::asio::awaitable<response> {
+// What the route context of an internal service starts with: what
+// serve_internal answers before the service's own routes.
+struct internal_context {
+  service_probes probes;
+  std::string internal_token;
+};
+
+// The handler of an internal service's router: serve_internal with the
+// context's probes and token and Router::table(); the matched row goes to
+// `router.dispatch(request, target, row, args)`. The context outlives it.
+template <class Router>
+handler internal_handler(std::shared_ptr<Router> router, const internal_context& ctx) {
+  return [router = std::move(router), &ctx](request req) -> boost::asio::awaitable<response> {
     const auto t = split_target(std::string_view(req.target().data(), req.target().size()));
     co_return co_await serve_internal(
-        req, t, probes, token, Router::table(),
+        req, t, ctx.probes, ctx.internal_token, Router::table(),
         [&](const auto& row, std::vector<std::string> args) { return router->dispatch(req, t, row, std::move(args)); });
   };
 }

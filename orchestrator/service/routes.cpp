@@ -359,7 +359,7 @@ class router {
 
 }  // namespace
 
-http::handler make_handler(route_context& ctx) { return http::internal_handler<router>(ctx); }
+http::handler make_handler(route_context& ctx) { return http::internal_handler(std::make_shared<router>(ctx), ctx); }
 http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
 
 }  // namespace tally::orch

@@ -13,21 +13,15 @@
 //   POST /v1/tenants/{t}/admin/sagas/{saga_id}/retry | abort
 //   GET  /v1/workflows                                 every saga definition
 //   GET|POST /v1/admin/failpoints
-#include <functional>
-#include <string>
-
+#include "common/http/route_table.hpp"
 #include "common/http/server.hpp"
-#include "common/metrics/metrics.hpp"
 #include "orchestrator/service/saga_runner.hpp"
 
 namespace tally::orch {
 
-struct route_context {
+struct route_context : http::internal_context {
   saga_runner& runner;
   saga_store& store;
-  metrics::registry& metrics;
-  std::string internal_token;
-  std::function<bool()> ready;
 };
 
 http::handler make_handler(route_context& ctx);
