@@ -11,20 +11,9 @@
 
 namespace tally::shard {
 
-namespace {
-constexpr contract::enum_names<account_status, 3> account_status_names{
-    {{account_status::active, "active"}, {account_status::frozen, "frozen"}, {account_status::closed, "closed"}}};
-static_assert(contract::names_every_value(account_status_names));
-constexpr contract::enum_names<hold_state, 3> hold_state_names{
-    {{hold_state::held, "held"}, {hold_state::captured, "captured"}, {hold_state::released, "released"}}};
-static_assert(contract::names_every_value(hold_state_names));
-}  // namespace
-
-std::string_view to_string(account_status s) { return contract::name_of(account_status_names, s); }
 std::optional<account_status> account_status_from(std::string_view s) {
   return contract::value_of(account_status_names, s);
 }
-std::string_view to_string(hold_state s) { return contract::name_of(hold_state_names, s); }
 std::optional<hold_state> hold_state_from(std::string_view s) { return contract::value_of(hold_state_names, s); }
 
 std::string batch_state::account_key(std::string_view tenant, std::string_view account) {

@@ -18,8 +18,7 @@
 
 namespace tally::shard {
 
-enum class account_status { active, frozen, closed };
-std::string_view to_string(account_status s);
+TALLY_NAMED_ENUM(account_status, active, frozen, closed);
 std::optional<account_status> account_status_from(std::string_view s);
 
 struct account_row {
@@ -57,8 +56,7 @@ struct operation_row {
   bool dirty = false;
 };
 
-enum class hold_state { held, captured, released };
-std::string_view to_string(hold_state s);
+TALLY_NAMED_ENUM(hold_state, held, captured, released);
 std::optional<hold_state> hold_state_from(std::string_view s);
 
 struct hold_row {

@@ -9,20 +9,7 @@
 
 namespace tally::shard {
 
-namespace {
-constexpr contract::enum_names<lot_state, 3> lot_state_names{
-    {{lot_state::open, "open"}, {lot_state::exhausted, "exhausted"}, {lot_state::expired, "expired"}}};
-static_assert(contract::names_every_value(lot_state_names));
-constexpr contract::enum_names<lot_origin, 4> lot_origin_names{{{lot_origin::grant, "grant"},
-                                                                {lot_origin::transfer, "transfer"},
-                                                                {lot_origin::refund, "refund"},
-                                                                {lot_origin::migration, "migration"}}};
-static_assert(contract::names_every_value(lot_origin_names));
-}  // namespace
-
-std::string_view to_string(lot_state s) { return contract::name_of(lot_state_names, s); }
 std::optional<lot_state> lot_state_from(std::string_view s) { return contract::value_of(lot_state_names, s); }
-std::string_view to_string(lot_origin o) { return contract::name_of(lot_origin_names, o); }
 std::optional<lot_origin> lot_origin_from(std::string_view s) { return contract::value_of(lot_origin_names, s); }
 
 bool consumed_before(const lot_row& a, const lot_row& b) {

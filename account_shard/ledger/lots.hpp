@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/contract/enum_names.hpp"
 #include "common/contract/shard_protocol.hpp"
 
 namespace tally::shard {
@@ -19,13 +20,11 @@ namespace tally::shard {
 // Whether a + b (b >= 0) passes the largest amount a balance or lot holds.
 inline bool add_overflows(std::int64_t a, std::int64_t b) { return a > std::numeric_limits<std::int64_t>::max() - b; }
 
-enum class lot_state { open, exhausted, expired };
-std::string_view to_string(lot_state s);
+TALLY_NAMED_ENUM(lot_state, open, exhausted, expired);
 std::optional<lot_state> lot_state_from(std::string_view s);
 
 // How a lot came to be.
-enum class lot_origin { grant, transfer, refund, migration };
-std::string_view to_string(lot_origin o);
+TALLY_NAMED_ENUM(lot_origin, grant, transfer, refund, migration);
 std::optional<lot_origin> lot_origin_from(std::string_view s);
 
 struct lot_row {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/reconcile.hpp"
+#include "common/contract/enum_names.hpp"
 #include "common/pg/pool.hpp"
 #include "common/pg/rows.hpp"
 
@@ -36,9 +37,10 @@ struct query_result {
 // A full reconciliation reads every account of its scope; an incremental
 // one the accounts written since the last run of its scope, each from its
 // checkpoint (store/reconciliation.cpp).
-enum class reconcile_mode { incremental, full };
-std::string_view to_string(reconcile_mode m);
-std::optional<reconcile_mode> reconcile_mode_from(std::string_view s);
+TALLY_NAMED_ENUM(reconcile_mode, incremental, full);
+constexpr std::optional<reconcile_mode> reconcile_mode_from(std::string_view s) {
+  return contract::value_of(reconcile_mode_names, s);
+}
 
 struct reconcile_request {
   reconcile_mode mode = reconcile_mode::incremental;

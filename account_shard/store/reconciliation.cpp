@@ -19,14 +19,6 @@ namespace tally::shard {
 namespace asio = boost::asio;
 using namespace check_sql;
 
-std::string_view to_string(reconcile_mode m) { return m == reconcile_mode::full ? "full" : "incremental"; }
-
-std::optional<reconcile_mode> reconcile_mode_from(std::string_view s) {
-  if (s == "full") return reconcile_mode::full;
-  if (s == "incremental") return reconcile_mode::incremental;
-  return std::nullopt;
-}
-
 namespace {
 
 // A full run's statements are in account_check_statements.hpp.

@@ -8,19 +8,10 @@
 
 namespace tally::contract {
 
-enum class saga_type { credit, deduct, refund, transfer, batch_deduct };
-
-inline constexpr enum_names<saga_type, 5> saga_type_names{{{saga_type::credit, "credit"},
-                                                           {saga_type::deduct, "deduct"},
-                                                           {saga_type::refund, "refund"},
-                                                           {saga_type::transfer, "transfer"},
-                                                           {saga_type::batch_deduct, "batch_deduct"}}};
-
-static_assert(names_every_value(saga_type_names));
+TALLY_NAMED_ENUM(saga_type, credit, deduct, refund, transfer, batch_deduct);
 inline constexpr saga_type all_saga_types[] = {saga_type::credit, saga_type::deduct, saga_type::refund,
                                                saga_type::transfer, saga_type::batch_deduct};
 
-constexpr std::string_view to_string(saga_type t) { return name_of(saga_type_names, t); }
 constexpr std::optional<saga_type> saga_type_from(std::string_view s) { return value_of(saga_type_names, s); }
 
 // POST /v1/{collection}: credits, deductions, refunds, transfers, batch-deductions.

@@ -22,97 +22,46 @@
 
 namespace tally::contract {
 
-enum class shard_command_kind { open_account, credit, debit, hold, capture, release, refund, cancel_key, expire };
-inline constexpr enum_names<shard_command_kind, 9> shard_command_kind_names{
-    {{shard_command_kind::open_account, "open_account"},
-     {shard_command_kind::credit, "credit"},
-     {shard_command_kind::debit, "debit"},
-     {shard_command_kind::hold, "hold"},
-     {shard_command_kind::capture, "capture"},
-     {shard_command_kind::release, "release"},
-     {shard_command_kind::refund, "refund"},
-     {shard_command_kind::cancel_key, "cancel_key"},
-     {shard_command_kind::expire, "expire"}}};
-static_assert(names_every_value(shard_command_kind_names));
-constexpr std::string_view to_string(shard_command_kind k) { return name_of(shard_command_kind_names, k); }
+TALLY_NAMED_ENUM(shard_command_kind, open_account, credit, debit, hold, capture, release, refund, cancel_key, expire);
 constexpr std::optional<shard_command_kind> shard_command_kind_from(std::string_view s) {
   return value_of(shard_command_kind_names, s);
 }
 
 // Why a command was rejected (stored with its key), not decided now
 // (retry), refused as a conflict, or not answered (unavailable).
-enum class shard_code {
-  account_not_found,
-  account_closed,
-  account_frozen,  // retry: an operator froze the account
-  insufficient_funds,
-  balance_overflow,
-  original_not_found,  // retry: a refund's original is not (yet) stored
-  original_not_succeeded,
-  refund_exceeds_original,
-  lot_not_due,     // retry: an expire before its lot's time
-  hold_not_found,  // retry: a capture before its hold
-  hold_released,
-  hold_captured,
-  capture_exceeds_hold,
-  idempotency_conflict,  // conflict: the key was used with other content
-  unavailable,           // unavailable: nothing was decided
-  outcome_unknown,       // unavailable: the commit's outcome is unknown; resend the same key
-  account_busy,          // unavailable: refused by hot-account admission, retry after retry_after_ms
-};
-inline constexpr enum_names<shard_code, 17> shard_code_names{
-    {{shard_code::account_not_found, "account_not_found"},
-     {shard_code::account_closed, "account_closed"},
-     {shard_code::account_frozen, "account_frozen"},
-     {shard_code::insufficient_funds, "insufficient_funds"},
-     {shard_code::balance_overflow, "balance_overflow"},
-     {shard_code::original_not_found, "original_not_found"},
-     {shard_code::original_not_succeeded, "original_not_succeeded"},
-     {shard_code::refund_exceeds_original, "refund_exceeds_original"},
-     {shard_code::lot_not_due, "lot_not_due"},
-     {shard_code::hold_not_found, "hold_not_found"},
-     {shard_code::hold_released, "hold_released"},
-     {shard_code::hold_captured, "hold_captured"},
-     {shard_code::capture_exceeds_hold, "capture_exceeds_hold"},
-     {shard_code::idempotency_conflict, to_string(error_code::idempotency_conflict)},
-     {shard_code::unavailable, to_string(error_code::unavailable)},
-     {shard_code::outcome_unknown, "outcome_unknown"},
-     {shard_code::account_busy, to_string(error_code::account_busy)}}};
-static_assert(names_every_value(shard_code_names));
-constexpr std::string_view to_string(shard_code c) { return name_of(shard_code_names, c); }
+TALLY_NAMED_ENUM(shard_code, account_not_found, account_closed,
+                 account_frozen,  // retry: an operator froze the account
+                 insufficient_funds, balance_overflow,
+                 original_not_found,  // retry: a refund's original is not (yet) stored
+                 original_not_succeeded, refund_exceeds_original,
+                 lot_not_due,     // retry: an expire before its lot's time
+                 hold_not_found,  // retry: a capture before its hold
+                 hold_released, hold_captured, capture_exceeds_hold,
+                 idempotency_conflict,  // conflict: the key was used with other content
+                 unavailable,           // unavailable: nothing was decided
+                 outcome_unknown,       // unavailable: the commit's outcome is unknown; resend the same key
+                 account_busy);         // unavailable: refused by hot-account admission, retry after retry_after_ms
+// The codes the shard shares with the public API are spelt as the API spells them.
+static_assert(to_string(shard_code::idempotency_conflict) == to_string(error_code::idempotency_conflict) &&
+              to_string(shard_code::unavailable) == to_string(error_code::unavailable) &&
+              to_string(shard_code::account_busy) == to_string(error_code::account_busy));
 constexpr std::optional<shard_code> shard_code_from(std::string_view s) { return value_of(shard_code_names, s); }
 
 // A stored operation's outcome.
-enum class operation_state { succeeded, rejected, cancelled };
-inline constexpr enum_names<operation_state, 3> operation_state_names{{{operation_state::succeeded, "succeeded"},
-                                                                       {operation_state::rejected, "rejected"},
-                                                                       {operation_state::cancelled, "cancelled"}}};
-static_assert(names_every_value(operation_state_names));
-constexpr std::string_view to_string(operation_state s) { return name_of(operation_state_names, s); }
+TALLY_NAMED_ENUM(operation_state, succeeded, rejected, cancelled);
 constexpr std::optional<operation_state> operation_state_from(std::string_view s) {
   return value_of(operation_state_names, s);
 }
 
 // How the shard answered one command.
-enum class shard_reply_status {
-  succeeded,        // the effect happened (now or before: replayed)
-  rejected,         // a terminal business rejection, stored for the key
-  conflict,         // the key was used with other content; nothing changed
-  cancelled,        // the key is tombstoned by cancel_key
-  already_applied,  // cancel_key found the key's effect already applied
-  retry,            // not decided now (nothing stored): resend the same key later
-  unavailable,      // not answered (a batch's command): see the code
-};
-inline constexpr enum_names<shard_reply_status, 7> shard_reply_status_names{
-    {{shard_reply_status::succeeded, "succeeded"},
-     {shard_reply_status::rejected, "rejected"},
-     {shard_reply_status::conflict, "conflict"},
-     {shard_reply_status::cancelled, "cancelled"},
-     {shard_reply_status::already_applied, "already_applied"},
-     {shard_reply_status::retry, "retry"},
-     {shard_reply_status::unavailable, "unavailable"}}};
-static_assert(names_every_value(shard_reply_status_names));
-constexpr std::string_view to_string(shard_reply_status s) { return name_of(shard_reply_status_names, s); }
+TALLY_NAMED_ENUM(shard_reply_status,
+                 succeeded,        // the effect happened (now or before: replayed)
+                 rejected,         // a terminal business rejection, stored for the key
+                 conflict,         // the key was used with other content; nothing changed
+                 cancelled,        // the key is tombstoned by cancel_key
+                 already_applied,  // cancel_key found the key's effect already applied
+                 retry,            // not decided now (nothing stored): resend the same key later
+                 unavailable);     // not answered (a batch's command): see the code
 
 // A lot a credit grants, or a part of a lot a reply names (lot_id: a
 // reply's only; 0 in a command).

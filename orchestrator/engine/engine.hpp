@@ -38,21 +38,14 @@ using instant = std::chrono::time_point<std::chrono::system_clock, std::chrono::
 inline std::int64_t unix_ms(instant t) { return t.time_since_epoch().count(); }
 inline instant instant_from_unix_ms(std::int64_t ms) { return instant{std::chrono::milliseconds(ms)}; }
 
-enum class saga_state {
-  pending,
-  running,
-  awaiting_confirmation,
-  compensating,
-  completed,
-  failed,
-  compensated,
-  needs_attention,
-};
+TALLY_NAMED_ENUM(saga_state, pending, running, awaiting_confirmation, compensating, completed, failed, compensated,
+                 needs_attention);
 inline constexpr saga_state all_saga_states[] = {
     saga_state::pending,   saga_state::running, saga_state::awaiting_confirmation, saga_state::compensating,
     saga_state::completed, saga_state::failed,  saga_state::compensated,           saga_state::needs_attention};
-std::string_view to_string(saga_state s);
-std::optional<saga_state> saga_state_from(std::string_view s);
+constexpr std::optional<saga_state> saga_state_from(std::string_view s) {
+  return contract::value_of(saga_state_names, s);
+}
 bool is_terminal(saga_state s);
 // The saga state machine's one rule every move keeps: a terminal saga
 // never moves again, and no saga goes back to pending.
@@ -92,17 +85,17 @@ struct saga_input {
 };
 
 // The progress of one call (one step on one account) or of its undo.
-enum class call_status {
-  idle,         // never sent
-  in_flight,    // sent, no answer yet; `due` is its timeout
-  waiting,      // answered "not now" or not at all; resent at `due`
-  succeeded,    // took effect (an undo: the effect is undone or fenced off)
-  rejected,     // a stored business rejection: never took effect
-  not_applied,  // the key was cancelled before it took effect
-  applied,      // an undo's cancel_key found the effect applied
-};
-std::string_view to_string(call_status s);
-std::optional<call_status> call_status_from(std::string_view s);
+TALLY_NAMED_ENUM(call_status,
+                 idle,         // never sent
+                 in_flight,    // sent, no answer yet; `due` is its timeout
+                 waiting,      // answered "not now" or not at all; resent at `due`
+                 succeeded,    // took effect (an undo: the effect is undone or fenced off)
+                 rejected,     // a stored business rejection: never took effect
+                 not_applied,  // the key was cancelled before it took effect
+                 applied);     // an undo's cancel_key found the effect applied
+constexpr std::optional<call_status> call_status_from(std::string_view s) {
+  return contract::value_of(call_status_names, s);
+}
 
 struct call_progress {
   call_status status = call_status::idle;
@@ -130,9 +123,8 @@ struct call_state {
   bool operator==(const call_state&) const = default;
 };
 
-enum class phase { forward, awaiting, compensating, done };
-std::string_view to_string(phase p);
-std::optional<phase> phase_from(std::string_view s);
+TALLY_NAMED_ENUM(phase, forward, awaiting, compensating, done);
+constexpr std::optional<phase> phase_from(std::string_view s) { return contract::value_of(phase_names, s); }
 
 struct saga_error {
   std::string code;

@@ -15,20 +15,19 @@ using std::chrono::milliseconds;
 
 namespace {
 
-std::string_view to_string(answer_kind k) {
-  switch (k) {
-    case answer_kind::succeeded: return "succeeded";
-    case answer_kind::rejected: return "rejected";
-    case answer_kind::cancelled: return "cancelled";
-    case answer_kind::already_applied_succeeded: return "already_applied";
-    case answer_kind::already_applied_other: return "already_settled";
-    case answer_kind::retry: return "retry";
-    case answer_kind::conflict: return "conflict";
-    case answer_kind::transport: return "transport";
-    case answer_kind::not_delivered: return "not_delivered";
-  }
-  return "transport";
-}
+// The outcome an attempt is recorded with.
+constexpr contract::enum_names<answer_kind, 9> answer_kind_names{
+    {{answer_kind::succeeded, "succeeded"},
+     {answer_kind::rejected, "rejected"},
+     {answer_kind::cancelled, "cancelled"},
+     {answer_kind::already_applied_succeeded, "already_applied"},
+     {answer_kind::already_applied_other, "already_settled"},
+     {answer_kind::retry, "retry"},
+     {answer_kind::conflict, "conflict"},
+     {answer_kind::transport, "transport"},
+     {answer_kind::not_delivered, "not_delivered"}}};
+static_assert(contract::names_every_value(answer_kind_names));
+std::string_view to_string(answer_kind k) { return contract::name_of(answer_kind_names, k); }
 
 void append(decision& into, decision more) {
   for (auto& c : more.send) into.send.push_back(std::move(c));

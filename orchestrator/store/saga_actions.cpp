@@ -43,22 +43,6 @@ asio::awaitable<pg::error> saga_store::async_action_result(std::int64_t id,
   co_return err;
 }
 
-std::string_view to_string(saga_action a) {
-  switch (a) {
-    case saga_action::confirm: return "confirm";
-    case saga_action::cancel: return "cancel";
-    case saga_action::abort: return "abort";
-    case saga_action::retry: return "retry";
-  }
-  return "retry";
-}
-
-std::optional<saga_action> saga_action_from(std::string_view s) {
-  for (auto a : {saga_action::confirm, saga_action::cancel, saga_action::abort, saga_action::retry})
-    if (to_string(a) == s) return a;
-  return std::nullopt;
-}
-
 std::string_view to_string(engine::request_result r) {
   switch (r) {
     case engine::request_result::done: return "done";

@@ -20,6 +20,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "common/contract/enum_names.hpp"
 #include "common/pg/pool.hpp"
 #include "orchestrator/engine/engine.hpp"
 #include "orchestrator/store/saga_list.hpp"
@@ -62,9 +63,10 @@ struct saga_write {
 };
 
 // An app's or operator's request for a saga another instance may hold.
-enum class saga_action { confirm, cancel, abort, retry };
-std::string_view to_string(saga_action a);
-std::optional<saga_action> saga_action_from(std::string_view s);
+TALLY_NAMED_ENUM(saga_action, confirm, cancel, abort, retry);
+constexpr std::optional<saga_action> saga_action_from(std::string_view s) {
+  return contract::value_of(saga_action_names, s);
+}
 
 // How an action ended, as the holder recorded it.
 std::string_view to_string(engine::request_result r);

@@ -8,20 +8,6 @@
 
 namespace tally::orch {
 
-constexpr contract::enum_names<account_role, 4> account_role_names{{{account_role::account, "account"},
-                                                                    {account_role::source, "source"},
-                                                                    {account_role::destination, "destination"},
-                                                                    {account_role::each_item, "each_item"}}};
-
-static_assert(contract::names_every_value(account_role_names));
-std::string_view to_string(account_role v) { return contract::name_of(account_role_names, v); }
-
-constexpr contract::enum_names<undo_kind, 3> undo_kind_names{
-    {{undo_kind::none, "none"}, {undo_kind::release, "release"}, {undo_kind::cancel_key, "cancel_key"}}};
-
-static_assert(contract::names_every_value(undo_kind_names));
-std::string_view to_string(undo_kind v) { return contract::name_of(undo_kind_names, v); }
-
 bool workflow_def::sendable_before_saving(std::size_t step) const {
   if (step == 0 || step >= steps.size()) return false;  // the first step goes out with the saga's creation
   const auto pivot = pivot_index();
@@ -58,34 +44,29 @@ std::vector<workflow_def> built_in() {
   w.push_back({"credit",
                saga_type::credit,
                "Credit one account.",
-               {step("credit_account", op::credit, role::account, undo::cancel_key, true)},
-               std::chrono::milliseconds(10000)});
+               {step("credit_account", op::credit, role::account, undo::cancel_key, true)}});
   w.push_back({"deduct",
                saga_type::deduct,
                "Debit one account at once.",
-               {step("debit_account", op::debit, role::account, undo::cancel_key, true)},
-               std::chrono::milliseconds(10000)});
+               {step("debit_account", op::debit, role::account, undo::cancel_key, true)}});
   w.push_back({"deduct_held",
                saga_type::deduct,
                "Hold the amount, wait for the app's confirm (capture) or cancel (release); release at the hold "
                "timeout.",
                {step("hold_account", op::hold, role::account, undo::release, false, true),
-                step("capture_account", op::capture, role::account, undo::none, true)},
-               std::chrono::milliseconds(10000)});
+                step("capture_account", op::capture, role::account, undo::none, true)}});
   w.push_back({"refund",
                saga_type::refund,
                "Credit a completed deduction's account back, referencing its debit or capture; cumulative refunds "
                "never exceed the original.",
-               {step("refund_account", op::refund, role::account, undo::cancel_key, true)},
-               std::chrono::milliseconds(10000)});
+               {step("refund_account", op::refund, role::account, undo::cancel_key, true)}});
   w.push_back({"refund_transfer",
                saga_type::refund,
                "Move value of a completed transfer back: hold it on the destination, refund the source against the "
                "original capture, capture the destination's hold.",
                {step("hold_destination", op::hold, role::destination, undo::release),
                 step("refund_source", op::refund, role::source, undo::cancel_key, true),
-                step("capture_destination", op::capture, role::destination, undo::none)},
-               std::chrono::milliseconds(10000)});
+                step("capture_destination", op::capture, role::destination, undo::none)}});
   w.push_back({"revoke_items",
                saga_type::refund,
                "Give back what is left of every item of a completed batch deduction, each refund against its "
@@ -98,8 +79,7 @@ std::vector<workflow_def> built_in() {
                "rejection or the deadline compensates: cancel_key on the credit, then release the hold.",
                {step("hold_source", op::hold, role::source, undo::release),
                 step("credit_destination", op::credit, role::destination, undo::cancel_key, true),
-                step("capture_source", op::capture, role::source, undo::none)},
-               std::chrono::milliseconds(10000)});
+                step("capture_source", op::capture, role::source, undo::none)}});
   w.push_back({"batch_deduct",
                saga_type::batch_deduct,
                "Hold every item's amount; when all are held capture them all, else release every hold: all or "

@@ -43,16 +43,13 @@ constexpr contract::shard_command_kind shard_kind_of(participant_op op) {
 constexpr std::string_view to_string(participant_op op) { return contract::to_string(shard_kind_of(op)); }
 
 // Which of the saga's accounts a step acts on.
-enum class account_role { account, source, destination, each_item };
-std::string_view to_string(account_role r);
+TALLY_NAMED_ENUM(account_role, account, source, destination, each_item);
 
 // How a step is undone, or settled when its outcome is not known.
-enum class undo_kind {
-  none,        // forward only: the step comes at or after the point of no return
-  release,     // a hold: release it; before the hold arrives, a tombstone refuses it
-  cancel_key,  // an effect: tombstone its key, or learn that it already applied
-};
-std::string_view to_string(undo_kind u);
+TALLY_NAMED_ENUM(undo_kind,
+                 none,         // forward only: the step comes at or after the point of no return
+                 release,      // a hold: release it; before the hold arrives, a tombstone refuses it
+                 cancel_key);  // an effect: tombstone its key, or learn that it already applied
 
 struct retry_policy {
   std::chrono::milliseconds call_timeout{2000};  // no answer by then: outcome unknown, resend the same key

@@ -16,18 +16,16 @@ std::variant<std::vector<source_config>, std::string> parse_sources(const nlohma
   for (const auto& s : j) {
     if (!s.is_object()) return std::string("each source is an object {name, kind, conninfo}");
     const auto name = s.value("name", std::string());
-    const auto kind = s.value("kind", std::string());
+    const auto kind = contract::value_of(source_kind_names, s.value("kind", std::string()));
     const auto conninfo = s.value("conninfo", std::string());
     if (!validate::is_valid_id(name)) return "bad source name '" + name + "'";
     if (!names.insert(name).second) return "source " + name + " is named twice";
-    if (kind != "shard" && kind != "orchestrator") return "source " + name + ": kind must be shard or orchestrator";
+    if (!kind) return "source " + name + ": kind must be shard or orchestrator";
     if (conninfo.empty()) return "source " + name + ": conninfo is required";
-    out.push_back({name, kind == "shard" ? source_kind::shard : source_kind::orchestrator, conninfo});
+    out.push_back({name, *kind, conninfo});
   }
   return out;
 }
-
-std::string_view to_string(object_kind k) { return k == object_kind::account ? "account" : "saga"; }
 
 std::optional<std::string> public_doc(object_kind kind, std::string_view payload, std::int64_t created_ms) {
   if (kind == object_kind::saga) {

@@ -11,9 +11,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/contract/enum_names.hpp"
+
 namespace tally::relay {
 
-enum class source_kind { shard, orchestrator };
+TALLY_NAMED_ENUM(source_kind, shard, orchestrator);
 
 struct source_config {
   std::string name;  // s0, s1, orchestrator: the consumer names and metric labels use it
@@ -27,8 +29,7 @@ struct source_config {
 std::variant<std::vector<source_config>, std::string> parse_sources(const nlohmann::json& j);
 
 // The objects readers see: an account (key tenant + account id) or a saga.
-enum class object_kind { account, saga };
-std::string_view to_string(object_kind k);
+TALLY_NAMED_ENUM(object_kind, account, saga);
 
 // Position in commit order: events are read ordered by (tx_id, id), and only
 // from transactions older than every transaction of the source database

@@ -197,6 +197,18 @@ TEST(EnumNames, ATableMissingAValueOrNamingOneTwiceIsCaught) {
   EXPECT_TRUE(names_every_value(full));
 }
 
+TALLY_NAMED_ENUM(listed_probe,
+                 first,  // a comment is no name
+                 second_one, third);
+
+TEST(EnumNames, ANamedEnumIsNamedAsItsListIsWritten) {
+  static_assert(listed_probe_names.size() == 3);
+  EXPECT_EQ(name_of(listed_probe_names, listed_probe::first), "first");
+  EXPECT_EQ(name_of(listed_probe_names, listed_probe::second_one), "second_one");
+  EXPECT_EQ(to_string(listed_probe::third), "third");
+  EXPECT_EQ(tally::contract::detail::count_listed("a,\n b ,c,"), 3u);
+}
+
 template <class E, std::size_t N>
 void expect_both_ways(const enum_names<E, N>& names) {
   EXPECT_TRUE(names_every_value(names));
