@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,57 +70,70 @@ struct recorder {
   }
 };
 
-// Submits `item` and keeps the answer in `out`.
-void submit(asio::io_context& io, coalescer<std::string, std::string>& c, std::string item,
-            std::map<std::string, std::string>& out) {
-  auto caller = [&c, &out, item]() -> asio::awaitable<void> { out[item] = co_await c.async_submit(item); };
-  asio::co_spawn(io, caller, asio::detached);
-}
+using string_coalescer = coalescer<std::string, std::string>;
 
-// Runs `io` until `done()` or a few seconds have passed: idle workers wait
-// on timers, so the io_context never runs out of work by itself.
-template <class Done>
-void run_until(asio::io_context& io, Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(50ms);
-}
-
-coalescer<std::string, std::string>::options keyed(std::size_t workers, std::size_t max_batch) {
+string_coalescer::options keyed(std::size_t workers, std::size_t max_batch) {
   return {workers, max_batch, recorder::key_of, {}, {}};
 }
 
-TEST(Coalescer, ConcurrentSubmitsShareOneFlush) {
+// What every test arranges: an io_context, a recorder to flush to, and the
+// answers its callers got.
+class CoalescerTest : public testing::Test {
+ protected:
+  // A coalescer over `rec`'s flush: `config` is workers and max batch, or options.
+  template <class... Config>
+  string_coalescer make(Config... config) {
+    return string_coalescer(io.get_executor(), config..., rec.flush(io), "closed");
+  }
+
+  // Submits each item, one caller each, and keeps its answer in `answers`.
+  void submit(string_coalescer& c, std::initializer_list<const char*> submitted) {
+    for (std::string item : submitted) {
+      auto caller = [this, &c, item]() -> asio::awaitable<void> { answers[item] = co_await c.async_submit(item); };
+      asio::co_spawn(io, caller, asio::detached);
+    }
+  }
+
+  // Runs `io` until `done()` or a few seconds have passed: idle workers wait
+  // on timers, so the io_context never runs out of work by itself.
+  template <class Done>
+  void run_until(Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(50ms);
+  }
+
+  void run_until_answered(std::size_t count) {
+    run_until([&] { return answers.size() == count; });
+  }
+
   asio::io_context io;
   recorder rec;
-  coalescer<std::string, std::string> c(io.get_executor(), 1, 100, rec.flush(io), "closed");
   std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "b:1", "c:1"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 3; });
+};
+
+TEST_F(CoalescerTest, ConcurrentSubmitsShareOneFlush) {
+  auto c = make(1, 100);
+  submit(c, {"a:1", "b:1", "c:1"});
+  run_until_answered(3);
   EXPECT_EQ(rec.flushed, (std::vector<items>{{"a:1", "b:1", "c:1"}}));
   EXPECT_EQ(answers["b:1"], "b:1@0");
   EXPECT_EQ(c.flushes(), 1u);
 }
 
-TEST(Coalescer, BatchesStopAtMaxBatch) {
-  asio::io_context io;
-  recorder rec;
-  coalescer<std::string, std::string> c(io.get_executor(), 1, 2, rec.flush(io), "closed");
-  std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "b:1", "c:1", "d:1", "e:1"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 5; });
+TEST_F(CoalescerTest, BatchesStopAtMaxBatch) {
+  auto c = make(1, 2);
+  submit(c, {"a:1", "b:1", "c:1", "d:1", "e:1"});
+  run_until_answered(5);
   EXPECT_EQ(rec.batch_sizes(), (sizes{2, 2, 1}));
   EXPECT_EQ(answers["e:1"], "e:1@2");
 }
 
-TEST(Coalescer, KeyedBatchesInFlightNeverShareAKey) {
-  asio::io_context io;
-  recorder rec;
+TEST_F(CoalescerTest, KeyedBatchesInFlightNeverShareAKey) {
   rec.flush_time = 20ms;
-  coalescer<std::string, std::string> c(io.get_executor(), keyed(2, 1), rec.flush(io), "closed");
+  auto c = make(keyed(2, 1));
   c.start();
-  std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "a:2", "b:1"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 3; });
+  submit(c, {"a:1", "a:2", "b:1"});
+  run_until_answered(3);
   EXPECT_FALSE(rec.keys_overlapped);
   // b:1 overtakes a:2, which waits for a:1's flush: the two workers run a:1 and b:1 together.
   EXPECT_EQ(rec.flushed, (std::vector<items>{{"a:1"}, {"b:1"}, {"a:2"}}));
@@ -129,77 +143,64 @@ TEST(Coalescer, KeyedBatchesInFlightNeverShareAKey) {
   EXPECT_EQ(answers.size(), 3u);
 }
 
-TEST(Coalescer, KeyedBatchTakesAKeysLaterItemsWithItsFirst) {
-  asio::io_context io;
-  recorder rec;
-  coalescer<std::string, std::string> c(io.get_executor(), keyed(1, 10), rec.flush(io), "closed");
+TEST_F(CoalescerTest, KeyedBatchTakesAKeysLaterItemsWithItsFirst) {
+  auto c = make(keyed(1, 10));
   c.start();
-  std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "b:1", "a:2"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 3; });
+  submit(c, {"a:1", "b:1", "a:2"});
+  run_until_answered(3);
   EXPECT_EQ(rec.flushed, (std::vector<items>{{"a:1", "b:1", "a:2"}}));
 }
 
-TEST(Coalescer, SubmitManyAnswersEachItemInOrder) {
-  asio::io_context io;
-  recorder rec;
+TEST_F(CoalescerTest, SubmitManyAnswersEachItemInOrder) {
   rec.flush_time = 10ms;
-  coalescer<std::string, std::string> c(io.get_executor(), keyed(2, 2), rec.flush(io), "closed");
+  auto c = make(keyed(2, 2));
   c.start();
-  std::optional<items> answers;
+  std::optional<items> many;
   auto caller = [&]() -> asio::awaitable<void> {
     items batch{"a:1", "b:1", "a:2"};
-    answers = co_await c.async_submit_many(std::move(batch));
+    many = co_await c.async_submit_many(std::move(batch));
   };
   asio::co_spawn(io, caller, asio::detached);
-  run_until(io, [&] { return answers.has_value(); });
-  ASSERT_TRUE(answers);
+  run_until([&] { return many.has_value(); });
+  ASSERT_TRUE(many);
   // a:2 does not fit in a:1's batch and waits for it: the idle second worker must not run it beside a:1.
-  EXPECT_EQ(*answers, (items{"a:1@0", "b:1@0", "a:2@1"}));
+  EXPECT_EQ(*many, (items{"a:1@0", "b:1@0", "a:2@1"}));
   EXPECT_FALSE(rec.keys_overlapped);
 }
 
-TEST(Coalescer, SubmitManyOfNothingAnswersAtOnce) {
-  asio::io_context io;
-  recorder rec;
-  coalescer<std::string, std::string> c(io.get_executor(), 1, 10, rec.flush(io), "closed");
-  std::optional<items> answers;
+TEST_F(CoalescerTest, SubmitManyOfNothingAnswersAtOnce) {
+  auto c = make(1, 10);
+  std::optional<items> many;
   auto caller = [&]() -> asio::awaitable<void> {
     items none;
-    answers = co_await c.async_submit_many(std::move(none));
+    many = co_await c.async_submit_many(std::move(none));
   };
   asio::co_spawn(io, caller, asio::detached);
-  run_until(io, [&] { return answers.has_value(); });
-  ASSERT_TRUE(answers);
-  EXPECT_TRUE(answers->empty());
+  run_until([&] { return many.has_value(); });
+  ASSERT_TRUE(many);
+  EXPECT_TRUE(many->empty());
   EXPECT_EQ(c.flushes(), 0u);
 }
 
-TEST(Coalescer, ReportsEachItemsWaitInTheQueue) {
-  asio::io_context io;
-  recorder rec;
+TEST_F(CoalescerTest, ReportsEachItemsWaitInTheQueue) {
   rec.flush_time = 20ms;
   std::vector<std::chrono::steady_clock::duration> waits;
-  coalescer<std::string, std::string>::options o{1, 1, {}, [&](const auto& w) { waits.push_back(w.waited); }, {}};
-  coalescer<std::string, std::string> c(io.get_executor(), o, rec.flush(io), "closed");
+  string_coalescer::options o{1, 1, {}, [&](const auto& w) { waits.push_back(w.waited); }, {}};
+  auto c = make(o);
   c.start();
-  std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "b:1"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 2; });
+  submit(c, {"a:1", "b:1"});
+  run_until_answered(2);
   ASSERT_EQ(waits.size(), 2u);
   EXPECT_GE(waits[1], 20ms);  // behind a:1's flush
   EXPECT_LT(waits[0], waits[1]);
 }
 
-TEST(Coalescer, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
-  asio::io_context io;
-  recorder rec;
+TEST_F(CoalescerTest, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
   rec.flush_time = 30ms;
-  coalescer<std::string, std::string> c(io.get_executor(), keyed(1, 1), rec.flush(io), "closed");
+  auto c = make(keyed(1, 1));
   c.start();
-  std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "a:2", "a:3", "b:1"}) submit(io, c, i, answers);
-  run_until(io, [&] { return rec.flushed.size() == 1; });  // a:1 is being flushed
+  submit(c, {"a:1", "a:2", "a:3", "b:1"});
+  run_until([&] { return rec.flushed.size() == 1; });  // a:1 is being flushed
   const auto a = c.key_state("a");
   EXPECT_EQ(a.queued, 2u);
   ASSERT_TRUE(a.held_since.has_value());
@@ -208,14 +209,12 @@ TEST(Coalescer, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
   EXPECT_FALSE(c.key_state("b").held_since.has_value());
   EXPECT_EQ(c.key_state("c").queued, 0u);
   EXPECT_EQ(c.queued_by_key(), (std::unordered_map<std::string, std::size_t>{{"a", 2}, {"b", 1}}));
-  run_until(io, [&] { return answers.size() == 4; });
+  run_until_answered(4);
   EXPECT_TRUE(c.queued_by_key().empty());
   EXPECT_FALSE(c.key_state("a").held_since.has_value());
 }
 
-TEST(Coalescer, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
-  asio::io_context io;
-  recorder rec;
+TEST_F(CoalescerTest, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
   rec.flush_time = 30ms;
   std::vector<bool> behind;
   auto o = keyed(1, 10);
@@ -224,13 +223,12 @@ TEST(Coalescer, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
     if (w.behind_key && w.waited >= 20ms) return "refused";
     return std::nullopt;
   };
-  coalescer<std::string, std::string> c(io.get_executor(), o, rec.flush(io), "closed");
+  auto c = make(o);
   c.start();
-  std::map<std::string, std::string> answers;
-  submit(io, c, "a:1", answers);
-  run_until(io, [&] { return rec.flushed.size() == 1; });  // a:1 runs for 30 ms
-  for (const auto* i : {"a:2", "b:1"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 3; });
+  submit(c, {"a:1"});
+  run_until([&] { return rec.flushed.size() == 1; });  // a:1 runs for 30 ms
+  submit(c, {"a:2", "b:1"});
+  run_until_answered(3);
   // a:2 queued behind its key's running batch and waited over 20 ms: refused, never flushed. b:1 waited as
   // long, but for the worker, not behind its key: flushed.
   EXPECT_EQ(answers["a:2"], "refused");
@@ -238,41 +236,35 @@ TEST(Coalescer, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
   EXPECT_EQ(rec.flushed, (std::vector<items>{{"a:1"}, {"b:1"}}));
   EXPECT_EQ(behind, (std::vector<bool>{false, true, false}));
   // A batch of refused items only: nothing flushed, the key free again.
-  submit(io, c, "c:1", answers);
-  run_until(io, [&] { return rec.flushed.size() == 3; });
-  for (const auto* i : {"c:2", "c:3"}) submit(io, c, i, answers);
-  run_until(io, [&] { return answers.size() == 6; });
+  submit(c, {"c:1"});
+  run_until([&] { return rec.flushed.size() == 3; });
+  submit(c, {"c:2", "c:3"});
+  run_until_answered(6);
   EXPECT_EQ(answers["c:2"], "refused");
   EXPECT_EQ(answers["c:3"], "refused");
-  submit(io, c, "c:4", answers);
-  run_until(io, [&] { return answers.size() == 7; });
+  submit(c, {"c:4"});
+  run_until_answered(7);
   EXPECT_EQ(answers["c:4"], "c:4@3");
 }
 
-TEST(Coalescer, WorkersWaitForStart) {
-  asio::io_context io;
-  recorder rec;
-  coalescer<std::string, std::string> c(io.get_executor(), keyed(1, 10), rec.flush(io), "closed");
-  std::map<std::string, std::string> answers;
-  submit(io, c, "a:1", answers);
+TEST_F(CoalescerTest, WorkersWaitForStart) {
+  auto c = make(keyed(1, 10));
+  submit(c, {"a:1"});
   io.poll();
   EXPECT_EQ(c.flushes(), 0u);
   EXPECT_EQ(c.queued(), 1u);
   EXPECT_TRUE(answers.empty());
   c.start();
-  run_until(io, [&] { return answers.size() == 1; });
+  run_until_answered(1);
   EXPECT_EQ(answers["a:1"], "a:1@0");
   EXPECT_EQ(c.queued(), 0u);
 }
 
-TEST(Coalescer, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
-  asio::io_context io;
-  recorder rec;
+TEST_F(CoalescerTest, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
   rec.flush_time = 10ms;
-  coalescer<std::string, std::string> c(io.get_executor(), keyed(2, 1), rec.flush(io), "closed");
+  auto c = make(keyed(2, 1));
   c.start();
-  std::map<std::string, std::string> answers;
-  for (const auto* i : {"a:1", "a:2", "a:3"}) submit(io, c, i, answers);
+  submit(c, {"a:1", "a:2", "a:3"});
   bool drained = false;
   std::optional<std::string> late;
   std::optional<items> late_many;
@@ -286,7 +278,7 @@ TEST(Coalescer, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
   };
   io.poll();  // the submits are queued and a:1 is flushing
   asio::co_spawn(io, drain, asio::detached);
-  run_until(io, [&] { return late_many.has_value(); });
+  run_until([&] { return late_many.has_value(); });
   EXPECT_TRUE(drained);
   EXPECT_EQ(answers["a:3"], "a:3@2");  // drained in order, behind one another
   EXPECT_EQ(late, "closed");
@@ -294,13 +286,9 @@ TEST(Coalescer, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
   EXPECT_EQ(c.flushes(), 3u);
 }
 
-TEST(Coalescer, DestructionAnswersWaitingCallersClosed) {
-  asio::io_context io;
-  recorder rec;
-  auto c =
-      std::make_unique<coalescer<std::string, std::string>>(io.get_executor(), keyed(1, 10), rec.flush(io), "closed");
-  std::map<std::string, std::string> answers;
-  submit(io, *c, "a:1", answers);
+TEST_F(CoalescerTest, DestructionAnswersWaitingCallersClosed) {
+  auto c = std::make_unique<string_coalescer>(io.get_executor(), keyed(1, 10), rec.flush(io), "closed");
+  submit(*c, {"a:1"});
   io.poll();  // queued, never started
   c.reset();
   io.run();
