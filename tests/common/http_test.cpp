@@ -172,6 +172,29 @@ class http_test : public ::testing::Test {
     return run(c.async_json(bhttp::verb::get, std::move(target), "", timeout));
   }
 
+  // A GET of `target` that carries `request_id` as its X-Request-Id.
+  auto get_traced(client& c, std::string target, const std::string& request_id) {
+    request req(bhttp::verb::get, std::move(target), 11);
+    req.set("X-Request-Id", request_id);
+    return run(c.async_request(std::move(req), 5s));
+  }
+
+  // A server with one of its timeouts, `timeout`, at 200 ms.
+  void start_server_timing_out(milliseconds server_options::*timeout) {
+    server_options options;
+    options.*timeout = 200ms;
+    start_server(options);
+  }
+
+  // The server closed a connection on its 200 ms timeout, counted from
+  // `since`, and holds no connection now.
+  void expect_closed_on_timeout(steady_clock::time_point since) {
+    const auto elapsed = steady_clock::now() - since;
+    EXPECT_GE(elapsed, 150ms);
+    EXPECT_LT(elapsed, 2s);
+    EXPECT_TRUE(wait_until([&] { return server_->open_connections() == 0; }));
+  }
+
   asio::io_context io_;
   std::unique_ptr<server> server_;
   bool slow_started_ = false;
@@ -313,9 +336,7 @@ TEST_F(http_test, expect_100_continue_is_answered_before_the_body) {
 TEST_F(http_test, handler_exception_gets_500_without_internals) {
   start_server();
   client c(io_.get_executor(), "127.0.0.1", port());
-  request req(bhttp::verb::get, "/throw", 11);
-  req.set("X-Request-Id", "trace-500");
-  const auto res = run(c.async_request(std::move(req), 5s));
+  const auto res = get_traced(c, "/throw", "trace-500");
   ASSERT_FALSE(res.error) << res.error.message();
   EXPECT_EQ(res.message.result_int(), 500u);
   EXPECT_EQ(res.message.body(), R"({"error":{"code":"internal","message":"internal error","request_id":"trace-500"}})");
@@ -326,35 +347,25 @@ TEST_F(http_test, handler_exception_gets_500_without_internals) {
 }
 
 TEST_F(http_test, header_timeout_disconnects_slowloris) {
-  server_options options;
-  options.header_timeout = 200ms;
-  start_server(options);
+  start_server_timing_out(&server_options::header_timeout);
   tcp::socket socket(io_);
   ASSERT_FALSE(run(try_connect(socket, port())));
   const auto started = steady_clock::now();
   run(send_raw(socket, "GET / HTTP/1.1\r\nHost: x\r\n"));
   using asio::experimental::awaitable_operators::operator||;
   run(read_until_closed(socket) || trickle_header_lines(socket));
-  const auto elapsed = steady_clock::now() - started;
-  EXPECT_GE(elapsed, 150ms);
-  EXPECT_LT(elapsed, 2s);
-  EXPECT_TRUE(wait_until([&] { return server_->open_connections() == 0; }));
+  expect_closed_on_timeout(started);
 }
 
 TEST_F(http_test, idle_timeout_closes_keep_alive_connection) {
-  server_options options;
-  options.idle_timeout = 200ms;
-  start_server(options);
+  start_server_timing_out(&server_options::idle_timeout);
   tcp::socket socket(io_);
   ASSERT_FALSE(run(try_connect(socket, port())));
   run(send_raw(socket, "GET /idle HTTP/1.1\r\nHost: x\r\n\r\n"));
   const auto answered = steady_clock::now();
   const std::string data = run(read_until_closed(socket));
-  const auto elapsed = steady_clock::now() - answered;
+  expect_closed_on_timeout(answered);
   EXPECT_TRUE(data.starts_with("HTTP/1.1 200")) << data;
-  EXPECT_GE(elapsed, 150ms);
-  EXPECT_LT(elapsed, 2s);
-  EXPECT_TRUE(wait_until([&] { return server_->open_connections() == 0; }));
 }
 
 TEST_F(http_test, graceful_shutdown_finishes_in_flight_request) {
@@ -443,15 +454,11 @@ TEST_F(http_test, request_id_is_echoed) {
   start_server();
   client c(io_.get_executor(), "127.0.0.1", port());
 
-  request ok(bhttp::verb::get, "/echo", 11);
-  ok.set("X-Request-Id", "trace-42");
-  const auto echoed = run(c.async_request(std::move(ok), 5s));
+  const auto echoed = get_traced(c, "/echo", "trace-42");
   ASSERT_FALSE(echoed.error);
   EXPECT_EQ(echoed.message["X-Request-Id"], "trace-42");
 
-  request missing(bhttp::verb::get, "/missing", 11);
-  missing.set("X-Request-Id", "trace-43");
-  const auto not_found = run(c.async_request(std::move(missing), 5s));
+  const auto not_found = get_traced(c, "/missing", "trace-43");
   ASSERT_FALSE(not_found.error);
   EXPECT_EQ(not_found.message.result_int(), 404u);
   EXPECT_EQ(not_found.message["X-Request-Id"], "trace-43");

@@ -202,58 +202,60 @@ void terminate_backend(const std::string& db, std::int64_t pid) {
   test::exec_sql(db, "SELECT pg_terminate_backend(" + std::to_string(pid) + ", 5000)");
 }
 
-TEST_F(PgTest, PoolHandsOutAFreshConnectionWhenTheServerEndedAnIdleOne) {
+// A pool of two on `db` leases its first session to `held` (which may end
+// it, or leave a transaction open) and, once it is given back, shows itself
+// to `given_back`: the pool's next session must be a new one.
+template <typename Held, typename GivenBack>
+void expect_new_session_after(const std::string& db, Held held, GivenBack given_back) {
   run([&](asio::io_context& io) -> asio::awaitable<void> {
-    pool p(io.get_executor(), options(*db_, 2));
-    std::int64_t first_pid = 0;
-    {
-      lease l;
-      first_pid = co_await backend_pid(p, l);
-    }
-    EXPECT_NE(first_pid, 0);
-    EXPECT_EQ(p.idle(), 1u);
-    if (first_pid == 0) co_return;
-    terminate_backend(*db_, first_pid);
-    // The first query after the server ended the idle session succeeds.
-    co_await expect_new_session(p, first_pid);
-  });
-}
-
-TEST_F(PgTest, PoolReplacesAConnectionTheServerKilledWhileInUse) {
-  run([&](asio::io_context& io) -> asio::awaitable<void> {
-    pool p(io.get_executor(), options(*db_, 2));
+    pool p(io.get_executor(), options(db, 2));
     std::int64_t first_pid = 0;
     {
       lease l;
       first_pid = co_await backend_pid(p, l);
       EXPECT_NE(first_pid, 0);
       if (first_pid == 0) co_return;
-      terminate_backend(*db_, first_pid);
-      result r;
-      auto err = co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
-      // libpq reports the terminated session as lost (or as 57P01 when the
-      // server's notice arrives first); either way the outcome is unknown.
-      EXPECT_TRUE(is_outcome_unknown(err.code)) << err.message;
+      co_await held(l, first_pid);
     }
+    given_back(p, first_pid);
     co_await expect_new_session(p, first_pid);
   });
 }
 
+TEST_F(PgTest, PoolHandsOutAFreshConnectionWhenTheServerEndedAnIdleOne) {
+  expect_new_session_after(
+      *db_, [](lease&, std::int64_t) -> asio::awaitable<void> { co_return; },
+      [&](pool& p, std::int64_t first_pid) {
+        EXPECT_EQ(p.idle(), 1u);
+        // The first query after the server ended the idle session succeeds.
+        terminate_backend(*db_, first_pid);
+      });
+}
+
+TEST_F(PgTest, PoolReplacesAConnectionTheServerKilledWhileInUse) {
+  expect_new_session_after(
+      *db_,
+      [&](lease& l, std::int64_t first_pid) -> asio::awaitable<void> {
+        terminate_backend(*db_, first_pid);
+        result r;
+        auto err = co_await l->async_exec("SELECT pg_backend_pid()", r, 3s);
+        // libpq reports the terminated session as lost (or as 57P01 when the
+        // server's notice arrives first); either way the outcome is unknown.
+        EXPECT_TRUE(is_outcome_unknown(err.code)) << err.message;
+      },
+      [](pool&, std::int64_t) {});
+}
+
 TEST_F(PgTest, PoolClosesAConnectionGivenBackInsideATransaction) {
-  run([&](asio::io_context& io) -> asio::awaitable<void> {
-    pool p(io.get_executor(), options(*db_, 2));
-    std::int64_t first_pid = 0;
-    {
-      lease l;
-      first_pid = co_await backend_pid(p, l);
-      result r;
-      auto err = co_await l->async_exec("BEGIN", r, 3s);
-      EXPECT_FALSE(err) << err.message;
-      EXPECT_TRUE(l->in_transaction());
-    }
-    EXPECT_EQ(p.idle(), 0u);
-    co_await expect_new_session(p, first_pid);
-  });
+  expect_new_session_after(
+      *db_,
+      [](lease& l, std::int64_t) -> asio::awaitable<void> {
+        result r;
+        auto err = co_await l->async_exec("BEGIN", r, 3s);
+        EXPECT_FALSE(err) << err.message;
+        EXPECT_TRUE(l->in_transaction());
+      },
+      [](pool& p, std::int64_t) { EXPECT_EQ(p.idle(), 0u); });
 }
 
 TEST_F(PgTest, PoolWaitsForAFreeConnectionThenTimesOut) {
