@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/account_shard/parsed_command.hpp"
+
 namespace {
 
 using json = nlohmann::json;
 using namespace tally::shard;
+using tally::test::parsed;
 
 // A valid command of each type, as the orchestrator would send it.
 json valid(command_kind k) {
@@ -44,22 +47,19 @@ const command_kind all_kinds[] = {command_kind::open_account, command_kind::cred
                                   command_kind::hold,         command_kind::capture,    command_kind::release,
                                   command_kind::refund,       command_kind::cancel_key, command_kind::expire};
 
-// The parsed command, or a test failure naming the parse error.
-command ok(const json& j) {
-  auto r = parse_command(j);
-  if (auto* bad = std::get_if<invalid_command>(&r)) {
-    ADD_FAILURE() << "unexpected parse error: " << bad->message << " for " << j.dump();
-    return {};
-  }
-  return std::get<command>(r);
-}
-
 // The parse error's message, or "" (and a test failure) if it parsed.
 std::string err(const json& j) {
   auto r = parse_command(j);
   if (auto* bad = std::get_if<invalid_command>(&r)) return bad->message;
   ADD_FAILURE() << "expected a parse error for " << j.dump();
   return "";
+}
+
+// The parse error of a valid command of kind `k` but for its `field` set to `value`.
+std::string err_with(command_kind k, const std::string& field, const json& value) {
+  json j = valid(k);
+  j[field] = value;
+  return err(j);
 }
 
 bool is_hex64(const std::string& s) {
@@ -69,20 +69,26 @@ bool is_hex64(const std::string& s) {
   return true;
 }
 
-TEST(ParseCommand, OpenAccountDefaultsBizIdToOpen) {
-  command c = ok(valid(command_kind::open_account));
-  EXPECT_EQ(c.kind, command_kind::open_account);
+// `c` is a command of kind `k` on account a1 of t1 under `biz_id`, for
+// `amount`, keyed by its kind and business id.
+void expect_command(const command& c, command_kind k, const std::string& biz_id, std::int64_t amount) {
+  EXPECT_EQ(c.kind, k);
   EXPECT_EQ(c.tenant, "t1");
   EXPECT_EQ(c.account_id, "a1");
-  EXPECT_EQ(c.biz_id, "open");
-  EXPECT_EQ(c.amount, 0);
-  EXPECT_EQ(c.key(), (op_key{"t1", "a1", "open_account", "open"}));
+  EXPECT_EQ(c.biz_id, biz_id);
+  EXPECT_EQ(c.amount, amount);
+  EXPECT_EQ(c.key(), (op_key{"t1", "a1", std::string(to_string(k)), biz_id}));
+}
+
+TEST(ParseCommand, OpenAccountDefaultsBizIdToOpen) {
+  command c = parsed(valid(command_kind::open_account));
+  expect_command(c, command_kind::open_account, "open", 0);
   // An explicit "open" is the same command, so the same hash.
   json j = valid(command_kind::open_account);
   j["biz_id"] = "open";
-  EXPECT_EQ(ok(j).request_hash, c.request_hash);
+  EXPECT_EQ(parsed(j).request_hash, c.request_hash);
   j["biz_id"] = "reopen-2";
-  command c2 = ok(j);
+  command c2 = parsed(j);
   EXPECT_EQ(c2.biz_id, "reopen-2");
   EXPECT_NE(c2.request_hash, c.request_hash);
 }
@@ -91,71 +97,51 @@ TEST(ParseCommand, CreditDebitHoldFields) {
   for (auto k : {command_kind::credit, command_kind::debit, command_kind::hold}) {
     json j = valid(k);
     j["memo"] = "lesson 7";
-    command c = ok(j);
-    EXPECT_EQ(c.kind, k);
-    EXPECT_EQ(c.tenant, "t1");
-    EXPECT_EQ(c.account_id, "a1");
-    EXPECT_EQ(c.biz_id, j["biz_id"].get<std::string>());
-    EXPECT_EQ(c.amount, j["amount"].get<std::int64_t>());
+    command c = parsed(j);
+    expect_command(c, k, j["biz_id"].get<std::string>(), j["amount"].get<std::int64_t>());
     EXPECT_EQ(c.memo, "lesson 7");
     EXPECT_TRUE(c.target_type.empty());
     EXPECT_TRUE(c.target_id.empty());
-    EXPECT_EQ(c.key(), (op_key{"t1", "a1", std::string(to_string(k)), c.biz_id}));
     EXPECT_TRUE(is_hex64(c.request_hash)) << c.request_hash;
   }
 }
 
 TEST(ParseCommand, CaptureAmountOptionalZeroMeansWholeHold) {
-  command whole = ok(valid(command_kind::capture));
-  EXPECT_EQ(whole.kind, command_kind::capture);
-  EXPECT_EQ(whole.biz_id, "h1");
-  EXPECT_EQ(whole.amount, 0);
-  EXPECT_EQ(whole.key(), (op_key{"t1", "a1", "capture", "h1"}));
+  command whole = parsed(valid(command_kind::capture));
+  expect_command(whole, command_kind::capture, "h1", 0);
   json j = valid(command_kind::capture);
   j["amount"] = 12;
-  command part = ok(j);
+  command part = parsed(j);
   EXPECT_EQ(part.amount, 12);
   EXPECT_NE(part.request_hash, whole.request_hash);
   // capture has no memo, and an explicit amount follows the usual range.
   j["amount"] = 0;
   EXPECT_NE(err(j).find("amount"), std::string::npos);
-  j = valid(command_kind::capture);
-  j["memo"] = "x";
-  EXPECT_EQ(err(j), "unknown field: memo");
+  EXPECT_EQ(err_with(command_kind::capture, "memo", "x"), "unknown field: memo");
 }
 
 TEST(ParseCommand, ReleaseFields) {
-  command c = ok(valid(command_kind::release));
-  EXPECT_EQ(c.kind, command_kind::release);
-  EXPECT_EQ(c.biz_id, "h1");
-  EXPECT_EQ(c.amount, 0);
-  EXPECT_EQ(c.key(), (op_key{"t1", "a1", "release", "h1"}));
-  json j = valid(command_kind::release);
-  j["amount"] = 5;
-  EXPECT_EQ(err(j), "unknown field: amount");
+  command c = parsed(valid(command_kind::release));
+  expect_command(c, command_kind::release, "h1", 0);
+  EXPECT_EQ(err_with(command_kind::release, "amount", 5), "unknown field: amount");
 }
 
 TEST(ParseCommand, RefundFieldsAndTargetKey) {
-  command c = ok(valid(command_kind::refund));
-  EXPECT_EQ(c.kind, command_kind::refund);
-  EXPECT_EQ(c.biz_id, "r1");
-  EXPECT_EQ(c.amount, 10);
+  command c = parsed(valid(command_kind::refund));
+  expect_command(c, command_kind::refund, "r1", 10);
   EXPECT_EQ(c.target_type, "debit");
   EXPECT_EQ(c.target_id, "d1");
-  EXPECT_EQ(c.key(), (op_key{"t1", "a1", "refund", "r1"}));
   EXPECT_EQ(c.target_key(), (op_key{"t1", "a1", "debit", "d1"}));
   json j = valid(command_kind::refund);
   j["original_type"] = "capture";
   j["original_id"] = "h9";
-  command cap = ok(j);
+  command cap = parsed(j);
   EXPECT_EQ(cap.target_key(), (op_key{"t1", "a1", "capture", "h9"}));
 }
 
 TEST(ParseCommand, RefundOriginalTypeMustBeDebitOrCapture) {
   for (const char* t : {"credit", "hold", "release", "refund", "open_account", "cancel_key", "Debit", "other"}) {
-    json j = valid(command_kind::refund);
-    j["original_type"] = t;
-    EXPECT_EQ(err(j), "original_type must be debit or capture") << t;
+    EXPECT_EQ(err_with(command_kind::refund, "original_type", t), "original_type must be debit or capture") << t;
   }
   json j = valid(command_kind::refund);
   j.erase("original_type");
@@ -163,28 +149,22 @@ TEST(ParseCommand, RefundOriginalTypeMustBeDebitOrCapture) {
   j = valid(command_kind::refund);
   j.erase("original_id");
   EXPECT_EQ(err(j), "missing field: original_id");
-  j = valid(command_kind::refund);
-  j["original_id"] = "bad id";
-  EXPECT_NE(err(j).find("original_id"), std::string::npos);
+  EXPECT_NE(err_with(command_kind::refund, "original_id", "bad id").find("original_id"), std::string::npos);
 }
 
 TEST(ParseCommand, CancelKeyActsOnItsTargetKey) {
-  command c = ok(valid(command_kind::cancel_key));
+  command c = parsed(valid(command_kind::cancel_key));
   EXPECT_EQ(c.kind, command_kind::cancel_key);
   EXPECT_EQ(c.target_type, "credit");
   EXPECT_EQ(c.target_id, "c1");
   EXPECT_TRUE(c.biz_id.empty());
   // The key is the cancelled command's key, not a cancel_key key.
   EXPECT_EQ(c.key(), (op_key{"t1", "a1", "credit", "c1"}));
-  EXPECT_EQ(c.key(), ok(valid(command_kind::credit)).key());
+  EXPECT_EQ(c.key(), parsed(valid(command_kind::credit)).key());
 
+  EXPECT_EQ(err_with(command_kind::cancel_key, "target_type", "transfer"), "target_type must be a command type");
+  EXPECT_EQ(err_with(command_kind::cancel_key, "biz_id", "x"), "unknown field: biz_id");
   json j = valid(command_kind::cancel_key);
-  j["target_type"] = "transfer";
-  EXPECT_EQ(err(j), "target_type must be a command type");
-  j = valid(command_kind::cancel_key);
-  j["biz_id"] = "x";
-  EXPECT_EQ(err(j), "unknown field: biz_id");
-  j = valid(command_kind::cancel_key);
   j.erase("target_id");
   EXPECT_EQ(err(j), "missing field: target_id");
 }
@@ -235,64 +215,34 @@ TEST(ParseCommand, MissingRequiredFields) {
 }
 
 TEST(ParseCommand, IllTypedFields) {
-  json j = valid(command_kind::credit);
-  j["tenant"] = 7;
-  EXPECT_EQ(err(j), "tenant must be a string");
-  j = valid(command_kind::credit);
-  j["account_id"] = json::array({"a1"});
-  EXPECT_EQ(err(j), "account_id must be a string");
-  j = valid(command_kind::credit);
-  j["biz_id"] = 12;
-  EXPECT_EQ(err(j), "biz_id must be a string");
-  j = valid(command_kind::credit);
-  j["biz_id"] = nullptr;
-  EXPECT_EQ(err(j), "biz_id must be a string");
-  j = valid(command_kind::credit);
-  j["memo"] = 1;
-  EXPECT_EQ(err(j), "memo must be a string");
-  j = valid(command_kind::credit);
-  j["amount"] = true;
-  EXPECT_EQ(err(j), "amount must be an integer");
-  j = valid(command_kind::credit);
-  j["amount"] = nullptr;
-  EXPECT_EQ(err(j), "amount must be an integer");
-  j = valid(command_kind::credit);
-  j["amount"] = json::object();
-  EXPECT_EQ(err(j), "amount must be an integer");
-  j = valid(command_kind::open_account);
-  j["biz_id"] = false;
-  EXPECT_EQ(err(j), "biz_id must be a string");
-  j = valid(command_kind::refund);
-  j["original_type"] = 1;
-  EXPECT_EQ(err(j), "original_type must be a string");
+  EXPECT_EQ(err_with(command_kind::credit, "tenant", 7), "tenant must be a string");
+  EXPECT_EQ(err_with(command_kind::credit, "account_id", json::array({"a1"})), "account_id must be a string");
+  EXPECT_EQ(err_with(command_kind::credit, "biz_id", 12), "biz_id must be a string");
+  EXPECT_EQ(err_with(command_kind::credit, "biz_id", nullptr), "biz_id must be a string");
+  EXPECT_EQ(err_with(command_kind::credit, "memo", 1), "memo must be a string");
+  EXPECT_EQ(err_with(command_kind::credit, "amount", true), "amount must be an integer");
+  EXPECT_EQ(err_with(command_kind::credit, "amount", nullptr), "amount must be an integer");
+  EXPECT_EQ(err_with(command_kind::credit, "amount", json::object()), "amount must be an integer");
+  EXPECT_EQ(err_with(command_kind::open_account, "biz_id", false), "biz_id must be a string");
+  EXPECT_EQ(err_with(command_kind::refund, "original_type", 1), "original_type must be a string");
 }
 
 TEST(ParseCommand, StringAmountsRejected) {
   for (const char* s : {"100", "1", "", "1e3"}) {
-    json j = valid(command_kind::credit);
-    j["amount"] = s;
-    EXPECT_EQ(err(j), "amount must be an integer") << s;
+    EXPECT_EQ(err_with(command_kind::credit, "amount", s), "amount must be an integer") << s;
   }
 }
 
 TEST(ParseCommand, UnknownFieldsRejectedForEveryType) {
   for (auto k : all_kinds) {
-    json j = valid(k);
-    j["trace_id"] = "abc";
-    EXPECT_EQ(err(j), "unknown field: trace_id") << to_string(k);
+    EXPECT_EQ(err_with(k, "trace_id", "abc"), "unknown field: trace_id") << to_string(k);
   }
   // Fields that belong to other commands are unknown too.
-  json j = valid(command_kind::open_account);
-  j["amount"] = 1;
-  EXPECT_EQ(err(j), "unknown field: amount");
-  j = valid(command_kind::debit);
-  j["original_id"] = "d0";
-  EXPECT_EQ(err(j), "unknown field: original_id");
-  j = valid(command_kind::refund);
-  j["memo"] = "m";
-  EXPECT_EQ(err(j), "unknown field: memo");
+  EXPECT_EQ(err_with(command_kind::open_account, "amount", 1), "unknown field: amount");
+  EXPECT_EQ(err_with(command_kind::debit, "original_id", "d0"), "unknown field: original_id");
+  EXPECT_EQ(err_with(command_kind::refund, "memo", "m"), "unknown field: memo");
   // A long unknown name is cut in the message.
-  j = valid(command_kind::credit);
+  json j = valid(command_kind::credit);
   j[std::string(200, 'z')] = 1;
   EXPECT_EQ(err(j), "unknown field: " + std::string(64, 'z'));
 }
@@ -336,7 +286,7 @@ TEST(ParseCommand, IdsValidatedInEveryIdField) {
     }
     json j = valid(fl.k);
     j[fl.field] = std::string(64, 'k');
-    command c = ok(j);
+    command c = parsed(j);
     EXPECT_EQ(c.request_hash.size(), 64u);
   }
 }
@@ -348,9 +298,9 @@ TEST(ParseCommand, AmountRange) {
     return j;
   };
   const std::string range = "amount must be between 1 and 10^15";
-  EXPECT_EQ(ok(with_amount(1)).amount, 1);
-  EXPECT_EQ(ok(with_amount(1'000'000'000'000'000)).amount, 1'000'000'000'000'000);
-  EXPECT_EQ(ok(with_amount(std::uint64_t{1'000'000'000'000'000})).amount, max_amount);
+  EXPECT_EQ(parsed(with_amount(1)).amount, 1);
+  EXPECT_EQ(parsed(with_amount(1'000'000'000'000'000)).amount, 1'000'000'000'000'000);
+  EXPECT_EQ(parsed(with_amount(std::uint64_t{1'000'000'000'000'000})).amount, max_amount);
   EXPECT_EQ(err(with_amount(0)), range);
   EXPECT_EQ(err(with_amount(-1)), range);
   EXPECT_EQ(err(with_amount(-1'000'000'000'000'000)), range);
@@ -369,7 +319,7 @@ TEST(ParseCommand, AmountRangeFromJsonText) {
   };
   const std::string range = "amount must be between 1 and 10^15";
   const std::string integer = "amount must be an integer";
-  EXPECT_EQ(ok(parse_amount("1000000000000000")).amount, 1'000'000'000'000'000);
+  EXPECT_EQ(parsed(parse_amount("1000000000000000")).amount, 1'000'000'000'000'000);
   EXPECT_EQ(err(parse_amount("1000000000000001")), range);
   EXPECT_EQ(err(parse_amount("0")), range);
   EXPECT_EQ(err(parse_amount("-0")), range);
@@ -390,37 +340,37 @@ TEST(ParseCommand, AmountRangeFromJsonText) {
 TEST(ParseCommand, MemoLength) {
   json j = valid(command_kind::credit);
   j["memo"] = std::string(256, 'm');
-  EXPECT_EQ(ok(j).memo.size(), 256u);
+  EXPECT_EQ(parsed(j).memo.size(), 256u);
   j["memo"] = std::string(257, 'm');
   EXPECT_EQ(err(j), "memo is too long");
   // A memo is free text, not an id.
   j["memo"] = "any text: / \" \xc3\xa9";
-  EXPECT_EQ(ok(j).memo, "any text: / \" \xc3\xa9");
+  EXPECT_EQ(parsed(j).memo, "any text: / \" \xc3\xa9");
 }
 
 // The hash pins the canonical encoding: stored request hashes must stay
 // comparable across versions. Expected values from
 //   printf '6:credit;2:t1;2:a1;2:c1;3:100;0:;0:;0:;' | sha256sum
 TEST(RequestHash, KnownCanonicalEncoding) {
-  EXPECT_EQ(ok(valid(command_kind::credit)).request_hash,
+  EXPECT_EQ(parsed(valid(command_kind::credit)).request_hash,
             "6bdbdb91223e7b5c9733346a430f9b1b70346cd7b8c9e3845a360350474d6351");
-  EXPECT_EQ(ok(valid(command_kind::open_account)).request_hash,
+  EXPECT_EQ(parsed(valid(command_kind::open_account)).request_hash,
             "c345349228d2a1b1468fe30086f0b6ce86204a253cb97a4e917ad9eb40d81105");
-  command c = ok(valid(command_kind::credit));
+  command c = parsed(valid(command_kind::credit));
   EXPECT_EQ(request_hash(c), c.request_hash);
 }
 
 TEST(RequestHash, StableForSameContent) {
   for (auto k : all_kinds) {
-    command a = ok(valid(k));
-    command b = ok(json::parse(valid(k).dump()));
+    command a = parsed(valid(k));
+    command b = parsed(json::parse(valid(k).dump()));
     EXPECT_EQ(a.request_hash, b.request_hash) << to_string(k);
     EXPECT_TRUE(is_hex64(a.request_hash)) << a.request_hash;
   }
   // An empty memo is the same as no memo.
   json j = valid(command_kind::credit);
   j["memo"] = "";
-  EXPECT_EQ(ok(j).request_hash, ok(valid(command_kind::credit)).request_hash);
+  EXPECT_EQ(parsed(j).request_hash, parsed(valid(command_kind::credit)).request_hash);
 }
 
 TEST(RequestHash, IndependentOfKeyOrder) {
@@ -428,18 +378,18 @@ TEST(RequestHash, IndependentOfKeyOrder) {
                              R"("original_type":"debit","original_id":"d1"})");
   const auto b = json::parse(R"({"original_id":"d1","amount":10,"biz_id":"r1","original_type":"debit",)"
                              R"("account_id":"a1","tenant":"t1","type":"refund"})");
-  EXPECT_EQ(ok(a).request_hash, ok(b).request_hash);
+  EXPECT_EQ(parsed(a).request_hash, parsed(b).request_hash);
   const auto c = json::parse(R"({"memo":"m","amount":5,"biz_id":"x","account_id":"a1","tenant":"t1","type":"debit"})");
   const auto d = json::parse(R"({"type":"debit","tenant":"t1","account_id":"a1","biz_id":"x","amount":5,"memo":"m"})");
-  EXPECT_EQ(ok(c).request_hash, ok(d).request_hash);
+  EXPECT_EQ(parsed(c).request_hash, parsed(d).request_hash);
 }
 
 TEST(RequestHash, ChangesWithEverySemanticField) {
-  const std::string base = ok(valid(command_kind::refund)).request_hash;
+  const std::string base = parsed(valid(command_kind::refund)).request_hash;
   auto changed = [&](const char* field, json v) {
     json j = valid(command_kind::refund);
     j[field] = std::move(v);
-    return ok(j).request_hash;
+    return parsed(j).request_hash;
   };
   EXPECT_NE(changed("tenant", "t2"), base);
   EXPECT_NE(changed("account_id", "a2"), base);
@@ -449,34 +399,34 @@ TEST(RequestHash, ChangesWithEverySemanticField) {
   EXPECT_NE(changed("original_id", "d2"), base);
 
   json credit = valid(command_kind::credit);
-  const std::string cbase = ok(credit).request_hash;
+  const std::string cbase = parsed(credit).request_hash;
   credit["memo"] = "m";
-  EXPECT_NE(ok(credit).request_hash, cbase);
+  EXPECT_NE(parsed(credit).request_hash, cbase);
   credit["memo"] = "n";
-  std::string memo_n = ok(credit).request_hash;
+  std::string memo_n = parsed(credit).request_hash;
   EXPECT_NE(memo_n, cbase);
   credit["memo"] = "m";
-  EXPECT_NE(memo_n, ok(credit).request_hash);
+  EXPECT_NE(memo_n, parsed(credit).request_hash);
   credit = valid(command_kind::credit);
   credit["amount"] = 81;
-  const std::string h81 = ok(credit).request_hash;
+  const std::string h81 = parsed(credit).request_hash;
   credit["amount"] = 80;
-  EXPECT_NE(ok(credit).request_hash, h81);
+  EXPECT_NE(parsed(credit).request_hash, h81);
 
   // Same fields, another command type.
   json debit = valid(command_kind::credit);
   debit["type"] = "debit";
-  EXPECT_NE(ok(debit).request_hash, cbase);
+  EXPECT_NE(parsed(debit).request_hash, cbase);
   debit["type"] = "hold";
-  EXPECT_NE(ok(debit).request_hash, cbase);
+  EXPECT_NE(parsed(debit).request_hash, cbase);
 
   json cancel = valid(command_kind::cancel_key);
-  const std::string kbase = ok(cancel).request_hash;
+  const std::string kbase = parsed(cancel).request_hash;
   cancel["target_id"] = "c2";
-  EXPECT_NE(ok(cancel).request_hash, kbase);
+  EXPECT_NE(parsed(cancel).request_hash, kbase);
   cancel = valid(command_kind::cancel_key);
   cancel["target_type"] = "debit";
-  EXPECT_NE(ok(cancel).request_hash, kbase);
+  EXPECT_NE(parsed(cancel).request_hash, kbase);
 }
 
 TEST(RequestHash, LengthPrefixPreventsFieldBoundaryCollisions) {
@@ -487,7 +437,7 @@ TEST(RequestHash, LengthPrefixPreventsFieldBoundaryCollisions) {
   json y = valid(command_kind::credit);
   y["account_id"] = "a";
   y["biz_id"] = "bc";
-  EXPECT_NE(ok(x).request_hash, ok(y).request_hash);
+  EXPECT_NE(parsed(x).request_hash, parsed(y).request_hash);
   // A memo that spells out the encoding of later fields cannot collide either.
   command a;
   a.kind = command_kind::credit;

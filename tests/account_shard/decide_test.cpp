@@ -7,31 +7,23 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/command.hpp"
+#include "tests/account_shard/parsed_command.hpp"
 
 namespace {
 
 using json = nlohmann::json;
 using namespace tally::shard;
+using tally::test::parsed;
 namespace contract = tally::contract;
 
 constexpr std::int64_t first_seq = 1001;
 constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
-
-command parse(const json& j) {
-  auto r = parse_command(j);
-  if (auto* bad = std::get_if<invalid_command>(&r)) {
-    ADD_FAILURE() << "parse error: " << bad->message << " for " << j.dump();
-    return {};
-  }
-  return std::get<command>(r);
-}
 
 json base(const char* type, const std::string& account) {
   return {{"type", type}, {"tenant", "t1"}, {"account_id", account}};
@@ -39,7 +31,7 @@ json base(const char* type, const std::string& account) {
 command open_cmd(const std::string& account = "a1", const std::string& biz_id = "") {
   json j = base("open_account", account);
   if (!biz_id.empty()) j["biz_id"] = biz_id;
-  return parse(j);
+  return parsed(j);
 }
 command amount_cmd(const char* type, const std::string& id, std::int64_t amount, const std::string& account,
                    const std::string& memo) {
@@ -47,7 +39,7 @@ command amount_cmd(const char* type, const std::string& id, std::int64_t amount,
   j["biz_id"] = id;
   j["amount"] = amount;
   if (!memo.empty()) j["memo"] = memo;
-  return parse(j);
+  return parsed(j);
 }
 command credit(const std::string& id, std::int64_t amount, const std::string& account = "a1",
                const std::string& memo = "") {
@@ -64,12 +56,12 @@ command capture(const std::string& id, std::int64_t amount = 0, const std::strin
   json j = base("capture", account);
   j["biz_id"] = id;
   if (amount != 0) j["amount"] = amount;
-  return parse(j);
+  return parsed(j);
 }
 command release(const std::string& id, const std::string& account = "a1") {
   json j = base("release", account);
   j["biz_id"] = id;
-  return parse(j);
+  return parsed(j);
 }
 command refund(const std::string& id, std::int64_t amount, const std::string& original_id,
                const std::string& original_type = "debit", const std::string& account = "a1") {
@@ -78,13 +70,13 @@ command refund(const std::string& id, std::int64_t amount, const std::string& or
   if (amount != 0) j["amount"] = amount;  // none: what is left of the original
   j["original_type"] = original_type;
   j["original_id"] = original_id;
-  return parse(j);
+  return parsed(j);
 }
 command cancel_key(const std::string& target_type, const std::string& target_id, const std::string& account = "a1") {
   json j = base("cancel_key", account);
   j["target_type"] = target_type;
   j["target_id"] = target_id;
-  return parse(j);
+  return parsed(j);
 }
 
 std::string flat(const std::string& type, const std::string& id, const std::string& account = "a1") {
@@ -1047,7 +1039,7 @@ TEST(ReplyJson, SucceededShape) {
   lot.rule_version = "r7";
   st.lots[batch_state::account_key("t1", "a1")] = {lot};
   reply r = st.decide(
-      parse(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}}));
+      parsed(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 80}}));
   EXPECT_EQ(json::parse(contract::to_json_text(r)),
             json::parse(R"({"status":"succeeded","command":"debit","biz_id":"d1",
     "replayed":false,"amount":80,"balance_after":20,"held_after":10,"version":4,"ledger_seq":77,
@@ -1059,7 +1051,7 @@ TEST(ReplyJson, RejectedShapeHasNullLedgerSeq) {
   st.accounts.emplace(batch_state::account_key("t1", "a1"),
                       account_row{"t1", "a1", 100, 10, account_status::active, 3, false, false});
   reply r = st.decide(
-      parse(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 91}}));
+      parsed(json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", "d1"}, {"amount", 91}}));
   EXPECT_EQ(json::parse(contract::to_json_text(r)), json::parse(R"({"status":"rejected","command":"debit","biz_id":"d1",
     "code":"insufficient_funds","replayed":false,"amount":0,"balance_after":100,"held_after":10,"version":3,
     "ledger_seq":null})"));

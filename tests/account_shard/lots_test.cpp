@@ -12,10 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "account_shard/ledger/decide.hpp"
+#include "tests/account_shard/parsed_command.hpp"
 
 namespace {
 
 using namespace tally::shard;
+using tally::test::parsed;
 namespace contract = tally::contract;
 using json = nlohmann::json;
 
@@ -139,15 +141,6 @@ TEST(LotsJson, RoundTrips) {
 
 // ---------------------------------------------------------------- applied by batch_state
 
-command parse(const json& j) {
-  auto r = parse_command(j);
-  if (auto* bad = std::get_if<invalid_command>(&r)) {
-    ADD_FAILURE() << bad->message << " for " << j.dump();
-    return {};
-  }
-  return std::get<command>(r);
-}
-
 json cmd(const char* type, const std::string& id, std::int64_t amount = 0) {
   json j = {{"type", type}, {"tenant", "t1"}, {"account_id", "a1"}, {"biz_id", id}};
   if (amount) j["amount"] = amount;
@@ -167,7 +160,7 @@ class Lots : public ::testing::Test {
   reply credit(const std::string& id, std::int64_t amount, std::optional<std::int64_t> expires_at) {
     json j = cmd("credit", id, amount);
     if (expires_at) j["expires_at"] = tally_time(*expires_at);
-    return st.decide(parse(j));
+    return st.decide(parsed(j));
   }
   static std::string tally_time(std::int64_t ms);
   const account_row& account() { return st.accounts.at(batch_state::account_key("t1", "a1")); }
@@ -200,7 +193,7 @@ TEST_F(Lots, EachCreditGrantsOneLotAndDebitsTakeFirstToExpire) {
   credit("c2", 10, std::nullopt);
   credit("c3", 10, now + hour);
   EXPECT_EQ(account().lot_count, 3);
-  auto r = st.decide(parse(cmd("debit", "d1", 15)));
+  auto r = st.decide(parsed(cmd("debit", "d1", 15)));
   ASSERT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(ids(r.lots), (taken{{3, 10}, {1, 5}}));
   EXPECT_EQ(lot_of(3).state, lot_state::exhausted);
@@ -212,7 +205,7 @@ TEST_F(Lots, EachCreditGrantsOneLotAndDebitsTakeFirstToExpire) {
 TEST_F(Lots, DebitOfValueDueNowFailsInsufficientAndChangesNothing) {
   credit("c1", 10, now);
   auto before = lot_of(1);
-  auto r = st.decide(parse(cmd("debit", "d1", 1)));
+  auto r = st.decide(parsed(cmd("debit", "d1", 1)));
   EXPECT_EQ(r.status, reply_status::rejected);
   EXPECT_EQ(r.code, contract::shard_code::insufficient_funds);
   EXPECT_EQ(lot_of(1).remaining, before.remaining);
@@ -222,14 +215,14 @@ TEST_F(Lots, DebitOfValueDueNowFailsInsufficientAndChangesNothing) {
 TEST_F(Lots, HoldAllocatesReleaseGivesBackCaptureMakesFinal) {
   credit("c1", 10, now + hour);
   credit("c2", 10, std::nullopt);
-  auto h = st.decide(parse(cmd("hold", "h1", 15)));
+  auto h = st.decide(parsed(cmd("hold", "h1", 15)));
   ASSERT_EQ(h.status, reply_status::succeeded);
   EXPECT_EQ(ids(h.lots), (taken{{1, 10}, {2, 5}}));
   EXPECT_EQ(lot_of(1).held, 10);
   EXPECT_EQ(lot_of(2).held, 5);
   st.holds.at(batch_state::hold_key("t1", "a1", "h1")).is_new = false;
   // A partial capture consumes the earliest parts; the rest goes back.
-  auto c = st.decide(parse(cmd("capture", "h1", 12)));
+  auto c = st.decide(parsed(cmd("capture", "h1", 12)));
   ASSERT_EQ(c.status, reply_status::succeeded);
   EXPECT_EQ(ids(c.lots), (taken{{1, 10}, {2, 2}}));
   EXPECT_EQ(lot_of(1).remaining, 0);
@@ -238,9 +231,9 @@ TEST_F(Lots, HoldAllocatesReleaseGivesBackCaptureMakesFinal) {
   EXPECT_EQ(lot_of(2).held, 0);
   expect_lots_add_up();
 
-  st.decide(parse(cmd("hold", "h2", 8)));
+  st.decide(parsed(cmd("hold", "h2", 8)));
   EXPECT_EQ(lot_of(2).held, 8);
-  auto rel = st.decide(parse(cmd("release", "h2")));
+  auto rel = st.decide(parsed(cmd("release", "h2")));
   ASSERT_EQ(rel.status, reply_status::succeeded);
   EXPECT_EQ(lot_of(2).held, 0);
   EXPECT_EQ(lot_of(2).remaining, 8);
@@ -251,9 +244,9 @@ TEST_F(Lots, ExpireTakesTheUnheldRemainderOnceAndTheHeldPartOnRelease) {
   credit("c1", 10, now - 1);  // granted already due (a transfer may carry such an expiry)
   // Held before it was due: the batch state as it was.
   st.now_ms = now - 2 * hour;
-  st.decide(parse(cmd("hold", "h1", 4)));
+  st.decide(parsed(cmd("hold", "h1", 4)));
   st.now_ms = now;
-  auto e = st.decide(parse(cmd("expire", "1")));
+  auto e = st.decide(parsed(cmd("expire", "1")));
   ASSERT_EQ(e.status, reply_status::succeeded);
   EXPECT_EQ(e.amount, 6);
   EXPECT_EQ(lot_of(1).state, lot_state::expired);
@@ -263,12 +256,12 @@ TEST_F(Lots, ExpireTakesTheUnheldRemainderOnceAndTheHeldPartOnRelease) {
   EXPECT_EQ(st.ledger.back().key, (op_key{"t1", "a1", "expire", "1"}));
   EXPECT_EQ(st.ledger.back().delta, -6);
   // Again: the stored key answers; nothing moves twice.
-  auto again = st.decide(parse(cmd("expire", "1")));
+  auto again = st.decide(parsed(cmd("expire", "1")));
   EXPECT_TRUE(again.replayed);
   EXPECT_EQ(account().balance, 4);
   // The held part expires when its hold is released.
   auto ledger_before = st.ledger.size();
-  auto rel = st.decide(parse(cmd("release", "h1")));
+  auto rel = st.decide(parsed(cmd("release", "h1")));
   ASSERT_EQ(rel.status, reply_status::succeeded);
   EXPECT_EQ(account().balance, 0);
   EXPECT_EQ(account().held, 0);
@@ -282,7 +275,7 @@ TEST_F(Lots, ExpireTakesTheUnheldRemainderOnceAndTheHeldPartOnRelease) {
 TEST_F(Lots, ExpireOfALotNotYetDueStoresNothing) {
   credit("c1", 10, now + 1000);
   auto ops = st.operations.size();
-  auto e = st.decide(parse(cmd("expire", "1")));
+  auto e = st.decide(parsed(cmd("expire", "1")));
   EXPECT_EQ(e.status, reply_status::retry);
   EXPECT_EQ(e.code, contract::shard_code::lot_not_due);
   EXPECT_EQ(st.operations.size(), ops);
@@ -292,13 +285,13 @@ TEST_F(Lots, ExpireOfALotNotYetDueStoresNothing) {
 TEST_F(Lots, RefundGoesBackToLotsAndExpiredPartsIntoAGraceLot) {
   credit("c1", 10, now + hour);
   credit("c2", 10, std::nullopt);
-  st.decide(parse(cmd("debit", "d1", 15)));  // 10 from lot 1, 5 from lot 2
+  st.decide(parsed(cmd("debit", "d1", 15)));  // 10 from lot 1, 5 from lot 2
   // Lot 1 expires (its remaining is 0: nothing to expire, so it stays exhausted, past due).
   st.now_ms = now + 2 * hour;
   json r1 = cmd("refund", "r1", 7);
   r1["original_type"] = "debit";
   r1["original_id"] = "d1";
-  auto r = st.decide(parse(r1));
+  auto r = st.decide(parsed(r1));
   ASSERT_EQ(r.status, reply_status::succeeded);
   // Most recently consumed first: 5 back to lot 2, then 2 that lot 1 gave, into a new lot.
   ASSERT_EQ(r.lots.size(), 2u);
@@ -316,7 +309,7 @@ TEST_F(Lots, TransferCreditGrantsOneLotPerExpiry) {
   json j = cmd("credit", "c1", 15);
   j["lots"] =
       json::array({{{"amount", 10}, {"expires_at", "2027-01-01T00:00:00Z"}, {"rule_version", "p"}}, {{"amount", 5}}});
-  auto r = st.decide(parse(j));
+  auto r = st.decide(parsed(j));
   ASSERT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(ids(r.lots), (taken{{1, 10}, {2, 5}}));
   EXPECT_EQ(lot_of(1).expires_at, 1798761600000);
@@ -337,10 +330,10 @@ TEST_F(Lots, CreditsOnTheSameTermsShareALotAndRefundsComeBackToIt) {
   credit("c4", 3, std::nullopt);
   json other_rule = cmd("credit", "c5", 2);
   other_rule["rule_version"] = "2";
-  st.decide(parse(other_rule));
+  st.decide(parsed(other_rule));
   json arrival = cmd("credit", "c6", 6);
   arrival["lots"] = json::array({{{"amount", 4}, {"expires_at", tally_time(now + hour)}}, {{"amount", 2}}});
-  auto a = st.decide(parse(arrival));
+  auto a = st.decide(parsed(arrival));
   ASSERT_EQ(a.status, reply_status::succeeded);
   EXPECT_EQ(ids(a.lots), (taken{{1, 4}, {2, 2}}));
   EXPECT_EQ(account().lot_count, 3);
@@ -350,13 +343,13 @@ TEST_F(Lots, CreditsOnTheSameTermsShareALotAndRefundsComeBackToIt) {
   EXPECT_EQ(lot_of(3).rule_version, "2");
   EXPECT_EQ(lot_of(1).origin, lot_origin::grant);  // the terms' first grant
 
-  auto d = st.decide(parse(cmd("debit", "d1", 25)));
+  auto d = st.decide(parsed(cmd("debit", "d1", 25)));
   EXPECT_EQ(ids(d.lots), (taken{{1, 19}, {2, 6}}));
   EXPECT_EQ(lot_of(1).state, lot_state::exhausted);
   json r = cmd("refund", "r1", 20);
   r["original_type"] = "debit";
   r["original_id"] = "d1";
-  auto back = st.decide(parse(r));
+  auto back = st.decide(parsed(r));
   ASSERT_EQ(back.status, reply_status::succeeded);
   EXPECT_EQ(ids(back.lots), (taken{{2, 6}, {1, 14}}));
   EXPECT_EQ(lot_of(1).remaining, 14);
@@ -368,7 +361,7 @@ TEST_F(Lots, CreditsOnTheSameTermsShareALotAndRefundsComeBackToIt) {
 // consumed), not one due (its value expires), never a refund's grace lot.
 TEST_F(Lots, AGrantOpensALotWhereNoOpenOneIsOnItsTerms) {
   credit("c1", 10, now + hour);
-  st.decide(parse(cmd("debit", "d1", 10)));
+  st.decide(parsed(cmd("debit", "d1", 10)));
   credit("c2", 5, now + hour);
   EXPECT_EQ(account().lot_count, 2);
   EXPECT_EQ(lot_of(1).granted, 10);
@@ -382,7 +375,7 @@ TEST_F(Lots, AGrantOpensALotWhereNoOpenOneIsOnItsTerms) {
   json r = cmd("refund", "r1", 3);
   r["original_type"] = "debit";
   r["original_id"] = "d1";
-  auto back = st.decide(parse(r));
+  auto back = st.decide(parsed(r));
   ASSERT_EQ(back.lots.size(), 1u);
   const auto grace = back.lots[0];
   EXPECT_EQ(grace.lot_id, 5);

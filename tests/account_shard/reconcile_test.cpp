@@ -19,6 +19,19 @@ entry_view e(std::int64_t seq, const char* type, const char* id, std::int64_t de
   return {seq, type, id, delta, reverses};
 }
 
+// Account a1 of t1 against its `snapshot`, with nothing written after the
+// watermark and nothing held.
+account_reconciliation reconcile(std::int64_t snapshot, const std::vector<entry_view>& entries) {
+  return reconcile_account("t1", "a1", snapshot, 0, 0, 0, entries);
+}
+
+// An account credited 50 twice under one business key: rebuilt 100.
+const std::vector<entry_view> credited_twice = {
+    e(1, "open_account", "open", 0),
+    e(2, "credit", "c1", 50),
+    e(3, "credit", "c1", 50),
+};
+
 std::vector<std::string> kinds(const account_reconciliation& r) {
   std::vector<std::string> out;
   for (const auto& f : r.findings) out.push_back(f.kind);
@@ -33,7 +46,7 @@ TEST(Reconcile, DesignWorkedExample) {
       e(4, "credit", "c2", 50),           e(5, "credit", "c2", 50),  // the same business key, a second effect
       e(6, "reversal", "rev-c2", -50, 4),                            // a legitimate reversing entry
   };
-  auto r = reconcile_account("t1", "a1", 20, 0, 0, 0, entries);
+  auto r = reconcile(20, entries);
   EXPECT_EQ(r.tenant, "t1");
   EXPECT_EQ(r.account_id, "a1");
   EXPECT_EQ(r.snapshot, 20);
@@ -66,7 +79,7 @@ TEST(Reconcile, ReversalIsReportedButNotCounted) {
       e(3, "debit", "d1", -80),
       e(4, "refund", "r1", 30, 3),
   };
-  auto r = reconcile_account("t1", "a1", 50, 0, 0, 0, entries);
+  auto r = reconcile(50, entries);
   EXPECT_EQ(r.rebuilt, 50);
   EXPECT_EQ(r.difference, 0);
   ASSERT_EQ(kinds(r), (std::vector<std::string>{"reversal"}));
@@ -104,7 +117,7 @@ TEST(Reconcile, WritesAfterWatermarkAreCountedApart) {
 
 TEST(Reconcile, MissingOpening) {
   const std::vector<entry_view> entries = {e(2, "credit", "c1", 100), e(3, "debit", "d1", -30)};
-  auto r = reconcile_account("t1", "a1", 70, 0, 0, 0, entries);
+  auto r = reconcile(70, entries);
   EXPECT_EQ(r.rebuilt, 70);
   EXPECT_EQ(r.difference, 0);
   ASSERT_EQ(kinds(r), (std::vector<std::string>{"missing_opening"}));
@@ -119,7 +132,7 @@ TEST(Reconcile, MissingOpeningWithPreLedgerBalanceIsUnexplained) {
   // The account held 20 before its ledger began: the baseline is missing and
   // the difference is real until an opening is recorded.
   const std::vector<entry_view> entries = {e(2, "credit", "c1", 100)};
-  auto r = reconcile_account("t1", "a1", 120, 0, 0, 0, entries);
+  auto r = reconcile(120, entries);
   EXPECT_EQ(r.rebuilt, 100);
   EXPECT_EQ(r.difference, -20);
   ASSERT_EQ(kinds(r), (std::vector<std::string>{"missing_opening", "unexplained"}));
@@ -128,7 +141,7 @@ TEST(Reconcile, MissingOpeningWithPreLedgerBalanceIsUnexplained) {
 }
 
 TEST(Reconcile, EmptyLedger) {
-  auto r = reconcile_account("t1", "a1", 0, 0, 0, 0, {});
+  auto r = reconcile(0, {});
   EXPECT_EQ(r.rebuilt, 0);
   EXPECT_EQ(r.difference, 0);
   EXPECT_EQ(kinds(r), (std::vector<std::string>{"missing_opening"}));
@@ -156,7 +169,7 @@ TEST(Reconcile, CorruptedBalanceIsUnexplainedAndFreezes) {
       e(3, "debit", "d1", -30),
   };
   // Someone edited the balance by hand: 75 instead of 70.
-  auto r = reconcile_account("t1", "a1", 75, 0, 0, 0, entries);
+  auto r = reconcile(75, entries);
   EXPECT_EQ(r.rebuilt, 70);
   EXPECT_EQ(r.difference, -5);
   ASSERT_EQ(kinds(r), (std::vector<std::string>{"unexplained"}));
@@ -165,7 +178,7 @@ TEST(Reconcile, CorruptedBalanceIsUnexplainedAndFreezes) {
   EXPECT_FALSE(r.findings[0].seq.has_value());
   EXPECT_TRUE(r.needs_freeze());
 
-  auto low = reconcile_account("t1", "a1", 60, 0, 0, 0, entries);
+  auto low = reconcile(60, entries);
   EXPECT_EQ(low.difference, 10);
   ASSERT_EQ(kinds(low), (std::vector<std::string>{"unexplained"}));
   EXPECT_EQ(low.findings[0].amount, 10);
@@ -174,12 +187,7 @@ TEST(Reconcile, CorruptedBalanceIsUnexplainedAndFreezes) {
 
 TEST(Reconcile, DuplicatePlusUnexplainedRemainder) {
   // A duplicate of 50 explains only part of a difference of 53.
-  const std::vector<entry_view> entries = {
-      e(1, "open_account", "open", 0),
-      e(2, "credit", "c1", 50),
-      e(3, "credit", "c1", 50),
-  };
-  auto r = reconcile_account("t1", "a1", 47, 0, 0, 0, entries);
+  auto r = reconcile(47, credited_twice);
   EXPECT_EQ(r.difference, 53);
   ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "unexplained"}));
   EXPECT_EQ(r.findings[0].amount, 50);
@@ -194,7 +202,7 @@ TEST(Reconcile, EveryExtraEffectOfAKeyIsADuplicate) {
       e(4, "debit", "x", -10),         e(5, "debit", "x", -10),
   };
   // The account really moved +100 - 10.
-  auto r = reconcile_account("t1", "a1", 90, 0, 0, 0, entries);
+  auto r = reconcile(90, entries);
   EXPECT_EQ(r.rebuilt, 70);
   EXPECT_EQ(r.difference, -20);
   ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "duplicate"}));
@@ -207,12 +215,7 @@ TEST(Reconcile, EveryExtraEffectOfAKeyIsADuplicate) {
 TEST(Reconcile, DuplicateFreezesEvenWithoutDifference) {
   // The balance took the duplicate too: the books agree but a key has two
   // effects (a broken constraint), which must still stop writes.
-  const std::vector<entry_view> entries = {
-      e(1, "open_account", "open", 0),
-      e(2, "credit", "c1", 50),
-      e(3, "credit", "c1", 50),
-  };
-  auto r = reconcile_account("t1", "a1", 100, 0, 0, 0, entries);
+  auto r = reconcile(100, credited_twice);
   EXPECT_EQ(r.difference, 0);
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings[0].kind, "duplicate");
