@@ -43,6 +43,16 @@ class LotsTest : public ShardTest {
     if (!rule_version.empty()) extra["rule_version"] = rule_version;
     return send(command("credit", account, id, amount, extra));
   }
+  // Opens alice with `expiring` units (credit c1) in a lot that expires in an
+  // hour and `lasting` ones (credit c2, if any) that never expire; returns
+  // when the first lot expires.
+  std::int64_t alice_with_a_lot_expiring(std::int64_t expiring, std::int64_t lasting) {
+    open("alice");
+    const auto at = in_hours(1);
+    credit("alice", "c1", expiring, at);
+    if (lasting > 0) credit("alice", "c2", lasting, std::nullopt);
+    return at;
+  }
   json lots(const std::string& account, const std::string& query = "state=all") {
     auto r = client_->call("GET", "/v1/accounts/t1/" + account + "/lots?" + query);
     EXPECT_EQ(r.status, 200) << r.body;
@@ -123,14 +133,8 @@ TEST_F(LotsTest, DeductionsAcrossManyNonExpiringLotsTakeThemInGrantOrderPastHeld
   EXPECT_EQ(hold["lots"][1]["lot_id"], 1);
   EXPECT_EQ(hold["lots"][1]["amount"], 5);
 
-  std::vector<json> replies(12);
-  std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < replies.size(); ++i)
-    threads.emplace_back([&, i] {
-      http_client c(port_);
-      replies[i] = send_command(c, command("debit", "alice", "d" + std::to_string(i), 7).dump()).json();
-    });
-  for (auto& t : threads) t.join();
+  const auto replies =
+      send_at_once(12, [](std::size_t i) { return command("debit", "alice", "d" + std::to_string(i), 7); });
   for (const auto& r : replies) ASSERT_EQ(r["status"], "succeeded") << r.dump();
 
   // 84 taken from lots 2 onwards (lot 1 and the expiring lot are held): lots 2 to 17 whole, 4 of lot 18.
@@ -194,9 +198,7 @@ TEST_F(LotsTest, ManyCreditsOnFewTermsLeaveAsManyOpenLots) {
 }
 
 TEST_F(LotsTest, ALotExpiresAtItsInstantOnceAndOnlyItsUnheldRemainder) {
-  open("alice");
-  const auto at = in_hours(1);
-  credit("alice", "c1", 10, at);
+  const auto at = alice_with_a_lot_expiring(10, 0);
   set_clock(at - 2000);  // two seconds before
   EXPECT_EQ(send(command("debit", "alice", "d1", 1))["status"], "succeeded");
   EXPECT_EQ(send(command("hold", "alice", "h1", 3))["status"], "succeeded");
@@ -226,10 +228,7 @@ TEST_F(LotsTest, ALotExpiresAtItsInstantOnceAndOnlyItsUnheldRemainder) {
 }
 
 TEST_F(LotsTest, ExpiryRacing32DeductionsNeverTakesAUnitTwice) {
-  open("alice");
-  const auto at = in_hours(1);
-  credit("alice", "c1", 100, at);
-  credit("alice", "c2", 20, std::nullopt);
+  const auto at = alice_with_a_lot_expiring(100, 20);
   set_clock(at - 500);
   std::atomic<int> started{0};
   std::vector<json> replies(32);
@@ -288,10 +287,7 @@ TEST_F(LotsTest, ATransfersDestinationKeepsTheSourceExpiries) {
 }
 
 TEST_F(LotsTest, RefundIntoAnExpiredLotGoesToAGraceLot) {
-  open("alice");
-  const auto at = in_hours(1);
-  credit("alice", "c1", 10, at);
-  credit("alice", "c2", 5, std::nullopt);
+  const auto at = alice_with_a_lot_expiring(10, 5);
   EXPECT_EQ(send(command("debit", "alice", "d1", 12))["status"], "succeeded");  // 10 from lot 1, 2 from lot 2
   const auto later = at + 60'000;
   set_clock(later);
@@ -352,11 +348,8 @@ TEST_F(LotsTest, ReconciliationFindsALotThatDisagreesAndFreezes) {
 // open hold across two lots; then a unit of held value moved from one lot
 // to another (the account's sums unchanged) is found on exactly those two.
 TEST_F(LotsTest, ReconciliationMatchesEachLotWithItsOwnOperationsHoldsAndExpiries) {
-  open("alice");
+  const auto at = alice_with_a_lot_expiring(10, 20);
   open("bob");
-  const auto at = in_hours(1);
-  credit("alice", "c1", 10, at);
-  credit("alice", "c2", 20, std::nullopt);
   credit("alice", "c3", 5, std::nullopt, "r3");  // another rule version: a lot of its own
   credit("bob", "b1", 7, std::nullopt);
   set_clock(at - 2000);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/account_shard/shard_checker.hpp"
@@ -70,6 +71,20 @@ class ShardTest : public ::testing::Test {
     if (credit) {
       EXPECT_EQ(send(command("credit", account, "seed-" + account, credit))["status"], "succeeded");
     }
+  }
+  // `n` commands sent at once, `command_of(i)` from a thread and a
+  // connection of its own: their replies, by i.
+  template <class CommandOf>
+  std::vector<json> send_at_once(std::size_t n, CommandOf command_of) {
+    std::vector<json> replies(n);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        http_client c(port_);
+        replies[i] = send_command(c, command_of(i).dump()).json();
+      });
+    for (auto& t : threads) t.join();
+    return replies;
   }
   std::int64_t balance(const std::string& account) {
     return query_int(db_, "SELECT balance FROM account WHERE account_id = '" + account + "'");

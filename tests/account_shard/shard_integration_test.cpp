@@ -17,14 +17,8 @@ using nlohmann::json;
 
 TEST_F(ShardTest, TwoConcurrentDebitsOf80FromHundredOneSucceeds) {
   open("alice", 100);
-  std::vector<json> replies(2);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      http_client c(port_);
-      replies[i] = send_command(c, command("debit", "alice", "d" + std::to_string(i), 80).dump()).json();
-    });
-  for (auto& t : threads) t.join();
+  const auto replies =
+      send_at_once(2, [](std::size_t i) { return command("debit", "alice", "d" + std::to_string(i), 80); });
   std::multiset<std::string> outcomes{replies[0]["status"], replies[1]["status"]};
   EXPECT_EQ(outcomes, (std::multiset<std::string>{"rejected", "succeeded"}));
   for (const auto& r : replies)
@@ -37,15 +31,8 @@ TEST_F(ShardTest, TwoConcurrentDebitsOf80FromHundredOneSucceeds) {
 
 TEST_F(ShardTest, SameKeyTenTimesGivesOneEntryAndIdenticalReplies) {
   open("alice", 100);
-  std::vector<json> replies(10);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 5; ++i)
-    threads.emplace_back([&, i] {
-      http_client c(port_);
-      replies[i] = send_command(c, command("debit", "alice", "k1", 80).dump()).json();
-    });
-  for (auto& t : threads) t.join();
-  for (int i = 5; i < 10; ++i) replies[i] = send(command("debit", "alice", "k1", 80));
+  auto replies = send_at_once(5, [](std::size_t) { return command("debit", "alice", "k1", 80); });
+  for (int i = 5; i < 10; ++i) replies.push_back(send(command("debit", "alice", "k1", 80)));
   int fresh = 0;
   for (auto& r : replies) {
     if (!r["replayed"].get<bool>()) ++fresh;
@@ -136,21 +123,17 @@ TEST_F(ShardTest, CancelKeyBarrier) {
 TEST_F(ShardTest, ConcurrentRefundsNeverExceedTheOriginal) {
   open("alice", 100);
   EXPECT_EQ(send(command("debit", "alice", "buy", 100))["status"], "succeeded");
-  std::atomic<int> ok{0}, rejected{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 10; ++i)
-    threads.emplace_back([&, i] {
-      http_client c(port_);
-      auto r = send_command(c, command("refund", "alice", "r" + std::to_string(i), 15,
-                                       {{"original_type", "debit"}, {"original_id", "buy"}})
-                                   .dump())
-                   .json();
-      if (r["status"] == "succeeded") ++ok;
-      if (r["status"] == "rejected" && r["code"] == "refund_exceeds_original") ++rejected;
-    });
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(ok.load(), 6);
-  EXPECT_EQ(rejected.load(), 4);
+  auto replies = send_at_once(10, [](std::size_t i) {
+    return command("refund", "alice", "r" + std::to_string(i), 15,
+                   {{"original_type", "debit"}, {"original_id", "buy"}});
+  });
+  int ok = 0, rejected = 0;
+  for (auto& r : replies) {
+    if (r["status"] == "succeeded") ++ok;
+    if (r["status"] == "rejected" && r["code"] == "refund_exceeds_original") ++rejected;
+  }
+  EXPECT_EQ(ok, 6);
+  EXPECT_EQ(rejected, 4);
   EXPECT_EQ(balance("alice"), 90);
   EXPECT_EQ(query_int(db_, "SELECT refunded FROM operation WHERE biz_id = 'buy'"), 90);
 }
