@@ -18,7 +18,6 @@
 #include "orchestrator/store/saga_store.hpp"
 #include "tests/orchestrator/sagas.hpp"
 #include "tests/orchestrator/store_fixture.hpp"
-#include "tests/support/run_coroutine.hpp"
 #include "tests/support/shard_process.hpp"
 
 namespace tally::orch {
@@ -27,7 +26,6 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using namespace testing;
-using tally::test::run_coroutine;
 
 std::string saga_id_at(instant t, std::uint8_t n) {
   std::array<std::uint8_t, 10> random{};
@@ -186,8 +184,7 @@ class SagaLists : public store_test {
 // Eleven sagas created 1 ms apart, transfers and credits among them.
 TEST_F(SagaLists, NewestFirstPagedWithoutGapsByAccountAndCreatedRange) {
   std::vector<std::string> created;
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     for (std::uint8_t i = 0; i < 11; ++i) {
       const auto at = t0 + std::chrono::milliseconds(i);
@@ -242,8 +239,7 @@ TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
     return count("SELECT count(*) FROM saga WHERE tenant = 't1' AND state = '" + state + "'");
   };
   std::vector<saga> sagas;
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     for (std::uint8_t i = 0; i < 6; ++i) {
       auto s = testing::transfer_saga(saga_id_at(t0, i));
@@ -269,8 +265,7 @@ TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
     EXPECT_EQ(counts.by_state[saga_state::completed], 3);
   });
   // Another session moves one to needs_attention and ends; the fold keeps its count.
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     sagas[3].state = saga_state::needs_attention;
     const saga_write w{&sagas[3], 1, true, false, {}};
@@ -284,8 +279,7 @@ TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                " AND pid <> pg_backend_pid()") == 0;
   }));
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     auto err = co_await store.async_fold_counts();
     EXPECT_FALSE(err) << err.message;
@@ -302,8 +296,7 @@ TEST_F(SagaLists, CountsByStateAreKeptWithoutAScanAndSurviveTheFold) {
 }
 
 TEST_F(SagaLists, CompactionRemovesTheAttemptsOfSettledSagasPastTheRetentionOnly) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     // old settled, old running, recent settled: one attempt each.
     const std::vector<std::pair<instant, saga_state>> kinds{

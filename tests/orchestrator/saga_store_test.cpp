@@ -12,7 +12,6 @@
 #include "orchestrator/saga/codec.hpp"
 #include "tests/orchestrator/sagas.hpp"
 #include "tests/orchestrator/store_fixture.hpp"
-#include "tests/support/run_coroutine.hpp"
 
 namespace tally::orch {
 namespace {
@@ -20,7 +19,6 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using namespace testing;
-using tally::test::run_coroutine;
 
 class SagaStore : public store_test {
  protected:
@@ -34,8 +32,7 @@ class SagaStore : public store_test {
 };
 
 TEST_F(SagaStore, CreateIsIdempotentOnTheBusinessKey) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     auto first = co_await store.async_create(started("sg_1"), saga_type::transfer, "hash-1", t0);
     EXPECT_FALSE(first.error) << first.error.message;
@@ -66,8 +63,7 @@ TEST_F(SagaStore, CreateIsIdempotentOnTheBusinessKey) {
 // standby (this one; a promoted standby before its own caught up), a
 // create is refused and leaves nothing; a save likewise.
 TEST_F(SagaStore, WithoutASynchronousStandbyWritesAreRefusedAndLeaveNothing) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store plain(pool, "a", 1s, 3s), guarded(pool, "a", 1s, 3s, true);
     auto created = co_await plain.async_create(started("sg_1"), saga_type::transfer, "hash-1", t0);
     EXPECT_FALSE(created.error) << created.error.message;
@@ -85,8 +81,7 @@ TEST_F(SagaStore, WithoutASynchronousStandbyWritesAreRefusedAndLeaveNothing) {
 }
 
 TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store a(pool, "a", 1s, 3s), b(pool, "b", 1s, 3s);
     auto s = started("sg_w");
     auto created = co_await a.async_create(s, saga_type::transfer, "h", t0);
@@ -141,8 +136,7 @@ TEST_F(SagaStore, WritesNeedTheLeaseAndTheVersionTheyRead) {
 // A batch is written column-wise, a round of statements per write of the
 // same saga: every write gets its own answer, as if it went alone.
 TEST_F(SagaStore, OneBatchAnswersEveryWriteAsIfItWentAlone) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store store(pool, "a", 1s, 3s);
     auto held = started("sg_held", "t-held");
     auto created = co_await store.async_create(held, saga_type::transfer, "h", t0);
@@ -189,8 +183,7 @@ TEST_F(SagaStore, OneBatchAnswersEveryWriteAsIfItWentAlone) {
 }
 
 TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store a(pool, "a", 5s, 3s), b(pool, "b", 5s, 3s);
     auto s = started("sg_c");
     auto heartbeat = co_await a.async_renew(t0);  // a is alive until 5 s
@@ -228,8 +221,7 @@ TEST_F(SagaStore, ClaimSkipsLiveLeasesTakesExpiredOnesAndFencesTheOldHolder) {
 // instance that does not drive them: that instance claims them again once
 // they have been due for a lease period, and not before.
 TEST_F(SagaStore, AnInstanceClaimsAgainItsOwnSagasLongOverdue) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store a(pool, "a", 5s, 3s);
     auto s = started("sg_o");
     co_await a.async_renew(t0);
@@ -252,8 +244,7 @@ TEST_F(SagaStore, AnInstanceClaimsAgainItsOwnSagasLongOverdue) {
 }
 
 TEST_F(SagaStore, HeartbeatsOfInstancesGoneForADayAreForgotten) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store gone(pool, "gone", 1s, 3s), recent(pool, "recent", 1s, 3s), a(pool, "a", 1s, 3s);
     co_await gone.async_renew(t0);
     co_await recent.async_renew(t0 + 20h);
@@ -264,8 +255,7 @@ TEST_F(SagaStore, HeartbeatsOfInstancesGoneForADayAreForgotten) {
 }
 
 TEST_F(SagaStore, FinishedSagasLetGoAndAreNeverClaimed) {
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store a(pool, "a", 1s, 3s);
     auto s = started("sg_f");
     co_await a.async_create(s, saga_type::transfer, "h", t0);
@@ -291,8 +281,7 @@ TEST_F(SagaStore, FinishedSagasLetGoAndAreNeverClaimed) {
 TEST_F(SagaStore, ConcurrentClaimsNeverShareASaga) {
   constexpr int sagas = 40;
   std::set<std::string> by_a, by_b;
-  run_coroutine([&](asio::io_context& io) -> asio::awaitable<void> {
-    pg::pool pool(io.get_executor(), options());
+  run_on_pool([&](pg::pool& pool) -> asio::awaitable<void> {
     saga_store creator(pool, "gone", 1s, 3s), a(pool, "a", 10s, 3s), b(pool, "b", 10s, 3s);
     for (int i = 0; i < sagas; ++i)
       co_await creator.async_create(started("sg_" + std::to_string(i), "t-" + std::to_string(i)), saga_type::transfer,

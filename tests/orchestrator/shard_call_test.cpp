@@ -13,6 +13,14 @@ using json = nlohmann::json;
 // A call as its command goes out on the wire.
 json wire(const outgoing_call& c, std::string_view tenant) { return contract::to_json(shard_command(c, tenant)); }
 
+// The command of a call(op) of `type`: to alice under sg_1 for t1, with any
+// `fields` besides.
+json command_of(const char* type, const json& fields = json::object()) {
+  json c{{"type", type}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}};
+  c.update(fields);
+  return c;
+}
+
 outgoing_call call(participant_op op) {
   outgoing_call c;
   c.op = op;
@@ -26,24 +34,17 @@ TEST(ShardCommand, ACreditCarriesItsLotFields) {
   auto expiring = call(participant_op::credit);
   expiring.expires_at = 1798761600000;
   expiring.rule_version = "r2";
-  EXPECT_EQ(wire(expiring, "t1"), (json{{"type", "credit"},
-                                        {"tenant", "t1"},
-                                        {"account_id", "alice"},
-                                        {"biz_id", "sg_1"},
-                                        {"amount", 30},
-                                        {"expires_at", "2027-01-01T00:00:00.000Z"},
-                                        {"rule_version", "r2"}}));
+  EXPECT_EQ(wire(expiring, "t1"),
+            command_of("credit", {{"amount", 30}, {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "r2"}}));
   auto split = call(participant_op::credit);
   split.lots = {{20, 1798761600000, "a"}, {10, std::nullopt, "1"}};
   EXPECT_EQ(
       wire(split, "t1"),
-      (json{{"type", "credit"},
-            {"tenant", "t1"},
-            {"account_id", "alice"},
-            {"biz_id", "sg_1"},
-            {"amount", 30},
-            {"lots", json::array({{{"amount", 20}, {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "a"}},
-                                  {{"amount", 10}, {"rule_version", "1"}}})}}));
+      command_of(
+          "credit",
+          {{"amount", 30},
+           {"lots", json::array({{{"amount", 20}, {"expires_at", "2027-01-01T00:00:00.000Z"}, {"rule_version", "a"}},
+                                 {{"amount", 10}, {"rule_version", "1"}}})}}));
 }
 
 TEST(ShardAnswer, ASucceededReplyCarriesItsLots) {
@@ -65,39 +66,20 @@ TEST(ShardAnswer, TheAmountMovedComesBackApplied) {
 TEST(ShardCommand, EachOpCarriesItsFieldsOnly) {
   auto credit = call(participant_op::credit);
   credit.memo = "gift";
-  EXPECT_EQ(wire(credit, "t1"), (json{{"type", "credit"},
-                                      {"tenant", "t1"},
-                                      {"account_id", "alice"},
-                                      {"biz_id", "sg_1"},
-                                      {"amount", 30},
-                                      {"memo", "gift"}}));
-  EXPECT_EQ(wire(call(participant_op::debit), "t1"),
-            (json{{"type", "debit"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
-  EXPECT_EQ(wire(call(participant_op::hold), "t1"),
-            (json{{"type", "hold"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}, {"amount", 30}}));
+  EXPECT_EQ(wire(credit, "t1"), command_of("credit", {{"amount", 30}, {"memo", "gift"}}));
+  EXPECT_EQ(wire(call(participant_op::debit), "t1"), command_of("debit", {{"amount", 30}}));
+  EXPECT_EQ(wire(call(participant_op::hold), "t1"), command_of("hold", {{"amount", 30}}));
   auto capture = call(participant_op::capture);
   capture.amount = 0;  // the whole hold
-  EXPECT_EQ(wire(capture, "t1"),
-            (json{{"type", "capture"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}}));
-  EXPECT_EQ(wire(call(participant_op::release), "t1"),
-            (json{{"type", "release"}, {"tenant", "t1"}, {"account_id", "alice"}, {"biz_id", "sg_1"}}));
+  EXPECT_EQ(wire(capture, "t1"), command_of("capture"));
+  EXPECT_EQ(wire(call(participant_op::release), "t1"), command_of("release"));
   auto refund = call(participant_op::refund);
   refund.original_type = "capture";
   refund.original_id = "sg_0";
-  EXPECT_EQ(wire(refund, "t1"), (json{{"type", "refund"},
-                                      {"tenant", "t1"},
-                                      {"account_id", "alice"},
-                                      {"biz_id", "sg_1"},
-                                      {"amount", 30},
-                                      {"original_type", "capture"},
-                                      {"original_id", "sg_0"}}));
+  EXPECT_EQ(wire(refund, "t1"),
+            command_of("refund", {{"amount", 30}, {"original_type", "capture"}, {"original_id", "sg_0"}}));
   refund.amount = 0;  // what is left of the original
-  EXPECT_EQ(wire(refund, "t1"), (json{{"type", "refund"},
-                                      {"tenant", "t1"},
-                                      {"account_id", "alice"},
-                                      {"biz_id", "sg_1"},
-                                      {"original_type", "capture"},
-                                      {"original_id", "sg_0"}}));
+  EXPECT_EQ(wire(refund, "t1"), command_of("refund", {{"original_type", "capture"}, {"original_id", "sg_0"}}));
   outgoing_call cancel;
   cancel.op = participant_op::cancel_key;
   cancel.account = "bob";

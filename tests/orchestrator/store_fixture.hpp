@@ -9,6 +9,7 @@
 #include "common/pg/pool.hpp"
 #include "orchestrator/engine/engine.hpp"
 #include "tests/support/pg_fixture.hpp"
+#include "tests/support/run_coroutine.hpp"
 
 namespace tally::orch::testing {
 
@@ -26,6 +27,14 @@ class store_test : public ::testing::Test {
     o.conninfo = db_;
     o.max_size = 4;
     return o;
+  }
+  // Runs the coroutine `body(pool)` to its end, the pool on this test's database.
+  template <typename Body>
+  void run_on_pool(Body body) const {
+    tally::test::run_coroutine([&](boost::asio::io_context& io) -> boost::asio::awaitable<void> {
+      pg::pool pool(io.get_executor(), options());
+      co_await body(pool);
+    });
   }
   std::int64_t count(const std::string& sql) const { return tally::test::query_int(db_, sql); }
 
