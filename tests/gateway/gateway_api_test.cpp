@@ -52,13 +52,6 @@ class GatewayApi : public ::testing::Test {
     }
     return id;
   }
-  // A deduction of `amount` held on `id` (for a minute): the saga waiting for its confirmation.
-  json held_deduction(const std::string& id, std::int64_t amount) {
-    auto r = post("/v1/deductions?wait_ms=5000",
-                  {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
-    EXPECT_EQ(r.json()["state"], "awaiting_confirmation") << r.body;
-    return r.json();
-  }
   json account(const std::string& id, const std::string& key = acme_app_key) {
     auto r = call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key);
     EXPECT_EQ(r.status, 200) << r.body;
@@ -146,7 +139,7 @@ TEST_F(GatewayApi, ReadsComeFromTheProjectionOnceTheRelayDelivered) {
 
 TEST_F(GatewayApi, TenantsAreIsolated) {
   const auto id = open_funded(50);
-  const std::string saga = held_deduction(id, 5)["saga_id"];
+  const std::string saga = held_deduction(client_, id, 5)["saga_id"];
   for (const auto& key : {std::string(globex_app_key), std::string(globex_operator_key)}) {
     expect_error(call("GET", "/v1/accounts/" + id, "", key), 404, "not_found");
     expect_error(call("GET", "/v1/accounts/" + id + "?consistency=strong", "", key), 404, "not_found");
@@ -190,14 +183,14 @@ TEST_F(GatewayApi, CreditsWaitReplayAndConflict) {
 
 TEST_F(GatewayApi, HeldDeductionsConfirmCancelAndRefuseTheWrongOrder) {
   const auto id = open_funded(100);
-  const std::string held_id = held_deduction(id, 30)["saga_id"];
+  const std::string held_id = held_deduction(client_, id, 30)["saga_id"];
   EXPECT_EQ(account(id)["held"], 30);
   auto confirmed = call("POST", "/v1/deductions/" + held_id + "/confirm?wait_ms=5000", "{}");
   EXPECT_EQ(confirmed.status, 200) << confirmed.body;
   EXPECT_EQ(confirmed.json()["state"], "completed");
   expect_error(call("POST", "/v1/deductions/" + held_id + "/cancel", "{}"), 409, "invalid_state");
 
-  const std::string second_id = held_deduction(id, 10)["saga_id"];
+  const std::string second_id = held_deduction(client_, id, 10)["saga_id"];
   auto cancelled = call("POST", "/v1/deductions/" + second_id + "/cancel?wait_ms=5000", "{}");
   EXPECT_EQ(cancelled.json()["state"], "compensated") << cancelled.body;
   expect_error(call("POST", "/v1/deductions/" + second_id + "/confirm", "{}"), 409, "invalid_state");
@@ -401,7 +394,7 @@ TEST_F(GatewayApi, UnknownSagaIdsAreNotFoundWhateverTheirFormat) {
 // another body is 400 and the held deduction waits on as it was.
 TEST_F(GatewayApi, ActionsRefuseABodyAndChangeNothing) {
   const auto id = open_funded(100);
-  const auto held = held_deduction(id, 30);
+  const auto held = held_deduction(client_, id, 30);
   const std::string saga = held["saga_id"];
   const auto before = ledger(id);
   for (const auto& [action, key] :
@@ -430,7 +423,7 @@ TEST_F(GatewayApi, ActionsRefuseABodyAndChangeNothing) {
 // documents 413 per operation only where there is a body.)
 TEST_F(GatewayApi, ABodyOverItsRoutesLimitIs413AndChangesNothing) {
   const auto id = open_funded(100);
-  const auto held = held_deduction(id, 30);
+  const auto held = held_deduction(client_, id, 30);
   const std::string saga = held["saga_id"];
   const auto before = ledger(id);
   expect_error(call("POST", "/v1/deductions/" + saga + "/confirm", std::string(1025, ' ')), 413, "payload_too_large");
@@ -514,7 +507,7 @@ TEST_F(GatewayApi, SagasAreListedAPageAtATime) {
 // orchestrator: the wait is cut to that time-out, and the saga comes back.
 TEST_F(GatewayApi, OperatorWaitsAreCappedNotRefused) {
   const auto id = open_funded(10);
-  const std::string saga = held_deduction(id, 3)["saga_id"];
+  const std::string saga = held_deduction(client_, id, 3)["saga_id"];
   const auto started = std::chrono::steady_clock::now();
   auto r = call("GET", "/v1/admin/sagas/" + saga + "?wait_ms=30000", "", acme_operator_key);
   EXPECT_EQ(r.status, 202) << r.body;

@@ -80,12 +80,6 @@ class Tallyctl : public ::testing::Test {
     }
     return id;
   }
-  json held(const std::string& id, std::int64_t amount) {
-    auto r = post("/v1/deductions?wait_ms=5000",
-                  {{"account_id", id}, {"amount", amount}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}});
-    EXPECT_EQ(r.json()["state"], "awaiting_confirmation") << r.body;
-    return r.json();
-  }
 
   static stack* system_;
   http_client client_{system_->gateway_port()};
@@ -132,7 +126,7 @@ TEST_F(Tallyctl, WritesAndReadsAsTablesOrJson) {
 
 TEST_F(Tallyctl, OperatorsFindInspectWatchAndRepairSagas) {
   const auto id = open_funded(50);
-  const auto waiting = held(id, 10);
+  const auto waiting = held_deduction(client_, id, 10);
   const std::string saga = waiting["saga_id"];
   auto listed = tallyctl({"sagas", "list", "--state", "awaiting_confirmation", "--biz-id", waiting["biz_id"]});
   EXPECT_EQ(listed.exit, 0) << listed.err;
@@ -157,7 +151,7 @@ TEST_F(Tallyctl, OperatorsFindInspectWatchAndRepairSagas) {
   EXPECT_EQ(watched.exit, 0) << watched.err;
   EXPECT_THAT(watched.out, HasSubstr(saga + "  completed"));
 
-  const auto other = held(id, 5);
+  const auto other = held_deduction(client_, id, 5);
   auto aborted = tallyctl({"--json", "sagas", "abort", other["saga_id"]});
   ASSERT_EQ(aborted.exit, 0) << aborted.err;
   EXPECT_TRUE(eventually([&] {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/digest/digest.hpp"
@@ -23,6 +24,14 @@ void must_be_ready(service_process& p, const char* what) {
 std::string unique_id(const std::string& prefix) {
   static std::atomic<int> n{0};
   return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+nlohmann::json held_deduction(http_client& client, const std::string& account, std::int64_t amount) {
+  const nlohmann::json body{
+      {"account_id", account}, {"amount", amount}, {"biz_id", unique_id("h")}, {"hold_timeout_ms", 60000}};
+  const auto r = client.call("POST", "/v1/deductions?wait_ms=5000", body.dump(), acme_app_key);
+  EXPECT_EQ(r.json()["state"], "awaiting_confirmation") << r.body;
+  return r.json();
 }
 
 stack::stack(const stack_options& options) {

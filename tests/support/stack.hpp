@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/support/redis_process.hpp"
 #include "tests/support/shard_process.hpp"
 
@@ -29,6 +31,10 @@ struct stack_options {
 
 // A name no other test (or test process) uses: PREFIX-pid-n.
 std::string unique_id(const std::string& prefix);
+
+// A deduction of `amount` that acme holds on `account` (for a minute),
+// through the gateway's `client`: the saga waiting for its confirmation.
+nlohmann::json held_deduction(http_client& client, const std::string& account, std::int64_t amount);
 
 class stack {
  public:
