@@ -69,9 +69,21 @@ HISTORY = [
 ]
 
 
+def set_saga_state(snap, saga_id, state):
+    """The saga in `state`, in the store and in its projection alike."""
+    snap["sagas"][saga_id]["state"] = state
+    snap["projections"]["sagas"][saga_id]["state"] = state
+
+
 class CheckerTest(unittest.TestCase):
     def promises(self, snap, history=HISTORY):
         return {v.promise for v in checker.check(snap, history)}
+
+    def assert_broken(self, snap, *promises, history=HISTORY):
+        """`snap` breaks each of `promises`, and perhaps others."""
+        found = self.promises(snap, history)
+        for promise in promises:
+            self.assertIn(promise, found)
 
     def test_a_consistent_state_passes(self):
         self.assertEqual(checker.check(consistent(), HISTORY), [])
@@ -118,34 +130,28 @@ class CheckerTest(unittest.TestCase):
     def test_a_saga_applied_twice_breaks_one_effect_per_key(self):
         s = consistent()
         s["ledger_by_saga"]["sg_c"] = {"a": 200}
-        self.assertIn("one_effect_per_key", self.promises(s))
+        self.assert_broken(s, "one_effect_per_key")
 
     def test_an_acknowledged_outcome_that_changed_is_found(self):
         s = consistent()
-        s["sagas"]["sg_d"]["state"] = "compensated"
-        s["projections"]["sagas"]["sg_d"]["state"] = "compensated"
+        set_saga_state(s, "sg_d", "compensated")
         self.assertEqual(self.promises(s), {"acknowledged_saga_present"})
 
     def test_an_acknowledged_saga_that_is_gone_is_found(self):
         h = HISTORY + [{"kind": "credit", "biz_id": "c9", "saga_id": "sg_gone", "acked_state": "pending", "effect": 5}]
-        self.assertIn("acknowledged_saga_present", self.promises(consistent(), h))
+        self.assert_broken(consistent(), "acknowledged_saga_present", history=h)
 
     def test_a_saga_left_running_and_a_hold_left_open_are_found(self):
         s = consistent()
-        s["sagas"]["sg_t"]["state"] = "running"
-        s["projections"]["sagas"]["sg_t"]["state"] = "running"
+        set_saga_state(s, "sg_t", "running")
         s["open_holds"].append({"shard": 0, "account_id": "a", "hold_id": "sg_d", "amount": 5, "captured": 0})
-        p = self.promises(s)
-        self.assertIn("every_saga_terminal", p)
-        self.assertIn("no_hold_for_terminal_saga", p)
+        self.assert_broken(s, "every_saga_terminal", "no_hold_for_terminal_saga")
 
     def test_balance_apart_from_its_ledger_and_a_stale_projection_are_found(self):
         s = consistent()
         s["accounts"][0]["ledger_sum"] = 79
         s["projections"]["accounts"]["b"]["version"] = 2
-        p = self.promises(s)
-        self.assertIn("balance_equals_ledger", p)
-        self.assertIn("projection_equals_ledger", p)
+        self.assert_broken(s, "balance_equals_ledger", "projection_equals_ledger")
 
     def test_undelivered_events_and_a_reconciliation_difference_are_found(self):
         s = consistent()
@@ -221,7 +227,7 @@ class CheckerTest(unittest.TestCase):
         # The client saw the credit of 100 complete; a total below it is impossible.
         s = copy.deepcopy(consistent())
         h = [dict(HISTORY[0], effect=1000)]
-        self.assertIn("conservation", self.promises(s, h))
+        self.assert_broken(s, "conservation", history=h)
 
 
 class FailpointCrashTest(unittest.TestCase):
