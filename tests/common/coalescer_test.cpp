@@ -78,7 +78,7 @@ string_coalescer::options keyed(std::size_t workers, std::size_t max_batch) {
 
 // What every test arranges: an io_context, a recorder to flush to, and the
 // answers its callers got.
-class CoalescerTest : public testing::Test {
+class Coalescer : public testing::Test {
  protected:
   // A coalescer over `rec`'s flush: `config` is workers and max batch, or options.
   template <class... Config>
@@ -111,7 +111,7 @@ class CoalescerTest : public testing::Test {
   std::map<std::string, std::string> answers;
 };
 
-TEST_F(CoalescerTest, ConcurrentSubmitsShareOneFlush) {
+TEST_F(Coalescer, ConcurrentSubmitsShareOneFlush) {
   auto c = make(1, 100);
   submit(c, {"a:1", "b:1", "c:1"});
   run_until_answered(3);
@@ -120,7 +120,7 @@ TEST_F(CoalescerTest, ConcurrentSubmitsShareOneFlush) {
   EXPECT_EQ(c.flushes(), 1u);
 }
 
-TEST_F(CoalescerTest, BatchesStopAtMaxBatch) {
+TEST_F(Coalescer, BatchesStopAtMaxBatch) {
   auto c = make(1, 2);
   submit(c, {"a:1", "b:1", "c:1", "d:1", "e:1"});
   run_until_answered(5);
@@ -128,7 +128,7 @@ TEST_F(CoalescerTest, BatchesStopAtMaxBatch) {
   EXPECT_EQ(answers["e:1"], "e:1@2");
 }
 
-TEST_F(CoalescerTest, KeyedBatchesInFlightNeverShareAKey) {
+TEST_F(Coalescer, KeyedBatchesInFlightNeverShareAKey) {
   rec.flush_time = 20ms;
   auto c = make(keyed(2, 1));
   c.start();
@@ -143,7 +143,7 @@ TEST_F(CoalescerTest, KeyedBatchesInFlightNeverShareAKey) {
   EXPECT_EQ(answers.size(), 3u);
 }
 
-TEST_F(CoalescerTest, KeyedBatchTakesAKeysLaterItemsWithItsFirst) {
+TEST_F(Coalescer, KeyedBatchTakesAKeysLaterItemsWithItsFirst) {
   auto c = make(keyed(1, 10));
   c.start();
   submit(c, {"a:1", "b:1", "a:2"});
@@ -151,7 +151,7 @@ TEST_F(CoalescerTest, KeyedBatchTakesAKeysLaterItemsWithItsFirst) {
   EXPECT_EQ(rec.flushed, (std::vector<items>{{"a:1", "b:1", "a:2"}}));
 }
 
-TEST_F(CoalescerTest, SubmitManyAnswersEachItemInOrder) {
+TEST_F(Coalescer, SubmitManyAnswersEachItemInOrder) {
   rec.flush_time = 10ms;
   auto c = make(keyed(2, 2));
   c.start();
@@ -168,7 +168,7 @@ TEST_F(CoalescerTest, SubmitManyAnswersEachItemInOrder) {
   EXPECT_FALSE(rec.keys_overlapped);
 }
 
-TEST_F(CoalescerTest, SubmitManyOfNothingAnswersAtOnce) {
+TEST_F(Coalescer, SubmitManyOfNothingAnswersAtOnce) {
   auto c = make(1, 10);
   std::optional<items> many;
   auto caller = [&]() -> asio::awaitable<void> {
@@ -182,7 +182,7 @@ TEST_F(CoalescerTest, SubmitManyOfNothingAnswersAtOnce) {
   EXPECT_EQ(c.flushes(), 0u);
 }
 
-TEST_F(CoalescerTest, ReportsEachItemsWaitInTheQueue) {
+TEST_F(Coalescer, ReportsEachItemsWaitInTheQueue) {
   rec.flush_time = 20ms;
   std::vector<std::chrono::steady_clock::duration> waits;
   string_coalescer::options o{1, 1, {}, [&](const auto& w) { waits.push_back(w.waited); }, {}};
@@ -195,7 +195,7 @@ TEST_F(CoalescerTest, ReportsEachItemsWaitInTheQueue) {
   EXPECT_LT(waits[0], waits[1]);
 }
 
-TEST_F(CoalescerTest, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
+TEST_F(Coalescer, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
   rec.flush_time = 30ms;
   auto c = make(keyed(1, 1));
   c.start();
@@ -214,7 +214,7 @@ TEST_F(CoalescerTest, SaysWhatIsQueuedPerKeyAndSinceWhenARunningBatchHoldsIt) {
   EXPECT_FALSE(c.key_state("a").held_since.has_value());
 }
 
-TEST_F(CoalescerTest, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
+TEST_F(Coalescer, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
   rec.flush_time = 30ms;
   std::vector<bool> behind;
   auto o = keyed(1, 10);
@@ -247,7 +247,7 @@ TEST_F(CoalescerTest, RefusesAtStartWhatTheHookRefusesAndFlushesTheRest) {
   EXPECT_EQ(answers["c:4"], "c:4@3");
 }
 
-TEST_F(CoalescerTest, WorkersWaitForStart) {
+TEST_F(Coalescer, WorkersWaitForStart) {
   auto c = make(keyed(1, 10));
   submit(c, {"a:1"});
   io.poll();
@@ -260,7 +260,7 @@ TEST_F(CoalescerTest, WorkersWaitForStart) {
   EXPECT_EQ(c.queued(), 0u);
 }
 
-TEST_F(CoalescerTest, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
+TEST_F(Coalescer, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
   rec.flush_time = 10ms;
   auto c = make(keyed(2, 1));
   c.start();
@@ -286,7 +286,7 @@ TEST_F(CoalescerTest, DrainFlushesWhatIsQueuedAndRefusesTheRest) {
   EXPECT_EQ(c.flushes(), 3u);
 }
 
-TEST_F(CoalescerTest, DestructionAnswersWaitingCallersClosed) {
+TEST_F(Coalescer, DestructionAnswersWaitingCallersClosed) {
   auto c = std::make_unique<string_coalescer>(io.get_executor(), keyed(1, 10), rec.flush(io), "closed");
   submit(*c, {"a:1"});
   io.poll();  // queued, never started
