@@ -4,6 +4,7 @@ or with --ha every database on one replicated cluster (tally_chaos/ha.py),
 Redis, 3 shards with a standby each, 2 orchestrators, the relay and the
 gateway. A supervisor restarts whatever exits, as an init system would."""
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,10 +14,38 @@ import time
 from tally_chaos.cluster import RELAY_RETENTION, ClusterBase, Layout
 
 
+def ephemeral_low():
+    """The first port the kernel gives to outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_chosen = set()
+_ports = random.Random()  # not the workload's seeded generator
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and below the ephemeral range. A listening port from
+    that range (what bind to port 0 gives) can be taken as the source port of
+    any outgoing connection, a PostgreSQL pool's for one, between the choice
+    and a start or restart of the process that listens on it, and stay taken
+    for as long as that connection lives."""
+    low = ephemeral_low()
+    for _ in range(1000):
+        port = _ports.randrange(10000, low)
+        if port in _chosen:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _chosen.add(port)
+        return port
+    raise RuntimeError(f"no free port between 10000 and {low}")
 
 
 class Proc:
