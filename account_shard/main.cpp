@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   return service::run("account_shard", "TALLY_SHARD", argc, argv,
                       [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         settings s = read_settings(cfg);
-                        if (service::migrate_only(argc, argv, s.conninfo, s.migrations_dir)) return nullptr;
+                        if (service::apply_migrations(argc, argv, s.conninfo, s.migrations_dir)) return nullptr;
                         return std::make_unique<app>(io, std::move(s));
                       });
 }

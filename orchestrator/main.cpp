@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
                       [&](asio::io_context& io, const config::config& cfg) -> std::unique_ptr<service::app> {
                         settings s = read_settings(cfg);
                         auto routes = service::required(sharding::routing_table::parse(s.shards, s.buckets), "shards");
-                        if (service::migrate_only(argc, argv, s.conninfo, s.migrations_dir)) return nullptr;
+                        if (service::apply_migrations(argc, argv, s.conninfo, s.migrations_dir)) return nullptr;
                         return std::make_unique<app>(io, std::move(s), std::move(routes));
                       });
 }

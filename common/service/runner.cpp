@@ -14,7 +14,7 @@ namespace tally::service {
 
 namespace asio = boost::asio;
 
-bool migrate_only(int argc, char** argv, const std::string& conninfo, const std::filesystem::path& migrations_dir) {
+bool apply_migrations(int argc, char** argv, const std::string& conninfo, const std::filesystem::path& migrations_dir) {
   migrate::apply_when_reachable(conninfo, migrations_dir);
   return argc > 1 && std::string_view(argv[1]) == "migrate";
 }

@@ -42,8 +42,8 @@ class app {
 int run(std::string_view name, std::string env_prefix, int argc, char** argv, const make_app& make);
 
 // For a service with a database of its own: applies the pending
-// migrations (migrate.hpp, waiting for the database); true when that is
-// all argv asks, the `migrate` subcommand.
-bool migrate_only(int argc, char** argv, const std::string& conninfo, const std::filesystem::path& migrations_dir);
+// migrations (migrate.hpp, waiting for the database). Returns true when
+// that is all argv asks (the `migrate` subcommand): nothing is to be served.
+bool apply_migrations(int argc, char** argv, const std::string& conninfo, const std::filesystem::path& migrations_dir);
 
 }  // namespace tally::service
