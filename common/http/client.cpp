@@ -17,19 +17,9 @@
 #include <boost/beast/http/write.hpp>
 
 #include "common/asio/idle_socket.hpp"
+#include "common/http/beast_io.hpp"
 
 namespace tally::http {
-namespace {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = beast::http;
-using tcp = asio::ip::tcp;
-using boost::system::error_code;
-
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
-}  // namespace
 
 struct client::impl {
   impl(asio::any_io_executor ex, std::string host, std::uint16_t port)

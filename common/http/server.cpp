@@ -27,18 +27,12 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/http/beast_io.hpp"
 #include "common/log/log.hpp"
 
 namespace tally::http {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = beast::http;
-using tcp = asio::ip::tcp;
-using boost::system::error_code;
-
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::string_view request_id_header = "X-Request-Id";
 constexpr std::size_t max_request_id_length = 128;
 constexpr std::size_t idle_read_size = 4096;
