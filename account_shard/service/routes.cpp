@@ -77,18 +77,9 @@ std::string result_json(const submit_result& r) {
   return "{}";
 }
 
-// One request matched to its route: its target and the pattern's {parameters}.
-struct call {
-  const http::target& target;
-  std::vector<std::string> args;
-};
-
-class router;
-using route = http::route_row<router, call>;
-
-class router {
+class router : public http::internal_router<router, route_context> {
  public:
-  explicit router(route_context& ctx) : ctx_(ctx) {}
+  using internal_router::internal_router;
 
   // Under /v1/ everything needs the internal token. Bodies: a GET reads
   // none, freeze and unfreeze `{}` or nothing, the rest up to the server's
@@ -114,31 +105,22 @@ class router {
         {v::get, "/v1/audits/{audit_id}", &router::audit},
         {v::post, "/v1/audits/{audit_id}/cancel", &router::cancel_audit, http::action_body_limit},
         {v::get, "/v1/status", &router::status},
-        {v::get, "/v1/admin/failpoints", &router::failpoints},
-        {v::post, "/v1/admin/failpoints", &router::failpoints},
         {v::get, "/v1/admin/clock", &router::clock},
         {v::post, "/v1/admin/clock", &router::clock},
     };
     return routes;
   }
 
-  asio::awaitable<response> dispatch(const request& req, const http::target& t, const route& r,
-                                     std::vector<std::string> args) {
-    // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
-    const call c{t, std::move(args)};
-    co_return co_await (this->*r.handle)(req, c);
-  }
-
  private:
   // ---- accounts ----
   // {tenant}/{account_id}, both ids; else the refusal.
-  static std::optional<response> bad_ids(const request& req, const call& c) {
+  static std::optional<response> bad_ids(const request& req, const http::route_call& c) {
     for (const auto& id : c.args)
       if (!is_valid_id(id)) return bad_request(req, "bad tenant or account id");
     return std::nullopt;
   }
 
-  asio::awaitable<response> accounts_in_status(const request& req, const call& c) {
+  asio::awaitable<response> accounts_in_status(const request& req, const http::route_call& c) {
     const auto& tenant = c.args[0];
     const auto status = query_param(c.target.query, "status").value_or("");
     auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
@@ -150,12 +132,12 @@ class router {
         req, co_await ctx_.reads.async_accounts_by_status(tenant, std::string(status), static_cast<int>(*limit)));
   }
 
-  asio::awaitable<response> account(const request& req, const call& c) {
+  asio::awaitable<response> account(const request& req, const http::route_call& c) {
     if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
     co_return from_query(req, co_await ctx_.reads.async_account(c.args[0], c.args[1]));
   }
 
-  asio::awaitable<response> entries(const request& req, const call& c) {
+  asio::awaitable<response> entries(const request& req, const http::route_call& c) {
     if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
     auto after = to_int(query_param(c.target.query, "after").value_or("0"));
     auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
@@ -165,7 +147,7 @@ class router {
                          co_await ctx_.reads.async_entries(c.args[0], c.args[1], *after, static_cast<int>(*limit)));
   }
 
-  asio::awaitable<response> lots(const request& req, const call& c) {
+  asio::awaitable<response> lots(const request& req, const http::route_call& c) {
     if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
     lot_page page;
     auto state = query_param(c.target.query, "state").value_or("open");
@@ -180,12 +162,12 @@ class router {
     co_return from_query(req, co_await ctx_.reads.async_lots(c.args[0], c.args[1], page));
   }
 
-  asio::awaitable<response> holds(const request& req, const call& c) {
+  asio::awaitable<response> holds(const request& req, const http::route_call& c) {
     if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
     co_return from_query(req, co_await ctx_.reads.async_holds(c.args[0], c.args[1]));
   }
 
-  asio::awaitable<response> set_status(const request& req, const call& c) {
+  asio::awaitable<response> set_status(const request& req, const http::route_call& c) {
     if (auto bad = bad_ids(req, c)) co_return std::move(*bad);
     std::string status = c.target.path.back() == "freeze" ? "frozen" : "active";
     auto r = co_await ctx_.reads.async_set_status(c.args[0], c.args[1], status, ctx_.writer_epoch());
@@ -194,13 +176,13 @@ class router {
     co_return from_query(req, r);
   }
 
-  asio::awaitable<response> operation(const request& req, const call& c) {
+  asio::awaitable<response> operation(const request& req, const http::route_call& c) {
     for (const auto& id : c.args)
       if (!is_valid_id(id)) co_return bad_request(req, "bad id in path");
     co_return from_query(req, co_await ctx_.reads.async_operation(c.args[0], c.args[1], c.args[2], c.args[3]));
   }
 
-  asio::awaitable<response> old_holds(const request& req, const call& c) {
+  asio::awaitable<response> old_holds(const request& req, const http::route_call& c) {
     auto older = to_int(query_param(c.target.query, "older_than_ms").value_or("60000"));
     auto limit = to_int(query_param(c.target.query, "limit").value_or("100"));
     if (!older || *older < 0) co_return bad_request(req, "older_than_ms must be a non-negative integer");
@@ -210,14 +192,14 @@ class router {
 
   // ---- reconciliation ----
   // ?tenant=, when given: the tenant, or the refusal.
-  static std::variant<std::optional<std::string>, response> tenant_of(const request& req, const call& c) {
+  static std::variant<std::optional<std::string>, response> tenant_of(const request& req, const http::route_call& c) {
     auto given = query_param(c.target.query, "tenant");
     if (!given) return std::optional<std::string>();
     if (!is_valid_id(*given)) return bad_request(req, "bad tenant id");
     return std::optional<std::string>(std::move(*given));
   }
 
-  asio::awaitable<response> reconcile(const request& req, const call& c) {
+  asio::awaitable<response> reconcile(const request& req, const http::route_call& c) {
     std::optional<std::int64_t> watermark;
     if (auto w = query_param(c.target.query, "watermark")) {
       watermark = to_int(*w);
@@ -235,7 +217,7 @@ class router {
     co_return from_query(req, r);
   }
 
-  asio::awaitable<response> reconciliation_runs(const request& req, const call& c) {
+  asio::awaitable<response> reconciliation_runs(const request& req, const http::route_call& c) {
     auto limit = to_int(query_param(c.target.query, "limit").value_or("10"));
     if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
     auto tenant = tenant_of(req, c);
@@ -247,7 +229,7 @@ class router {
   // ---- full audits ----
   // POST /v1/audits?tenant=&freeze=: 202 with the audit, which the audit
   // job pages in the background.
-  asio::awaitable<response> start_audit(const request& req, const call& c) {
+  asio::awaitable<response> start_audit(const request& req, const http::route_call& c) {
     auto freeze = query_param(c.target.query, "freeze").value_or("true");
     if (freeze != "true" && freeze != "false") co_return bad_request(req, "freeze must be true or false");
     auto tenant = tenant_of(req, c);
@@ -259,7 +241,7 @@ class router {
     co_return json(req, 202, r.body);
   }
 
-  asio::awaitable<response> audits(const request& req, const call& c) {
+  asio::awaitable<response> audits(const request& req, const http::route_call& c) {
     auto limit = to_int(query_param(c.target.query, "limit").value_or("10"));
     if (!limit || *limit < 1 || *limit > 100) co_return bad_request(req, "limit must be between 1 and 100");
     auto tenant = tenant_of(req, c);
@@ -270,7 +252,7 @@ class router {
 
   // GET /v1/audits/{id}?tenant= and POST …/cancel: not found unless the
   // audit is the tenant's (when given).
-  asio::awaitable<response> audit(const request& req, const call& c) {
+  asio::awaitable<response> audit(const request& req, const http::route_call& c) {
     auto id = to_int(c.args[0]);
     if (!id || *id < 1) co_return http::not_found(req, "no such audit");
     auto tenant = tenant_of(req, c);
@@ -278,7 +260,7 @@ class router {
     co_return from_query(req, co_await ctx_.reads.async_audit(*id, std::get<std::optional<std::string>>(tenant)));
   }
 
-  asio::awaitable<response> cancel_audit(const request& req, const call& c) {
+  asio::awaitable<response> cancel_audit(const request& req, const http::route_call& c) {
     auto id = to_int(c.args[0]);
     if (!id || *id < 1) co_return http::not_found(req, "no such audit");
     auto tenant = tenant_of(req, c);
@@ -287,10 +269,8 @@ class router {
                                                                      ctx_.writer_epoch()));
   }
 
-  asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }
-
   // ---- commands ----
-  asio::awaitable<response> single(const request& req, const call&) {
+  asio::awaitable<response> single(const request& req, const http::route_call&) {
     auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     auto parsed = parse_command(*body);
@@ -305,7 +285,7 @@ class router {
 
   // For operators: whether this instance writes, its commit figures, and
   // how far the relay is behind this shard's outbox.
-  asio::awaitable<response> status(const request& req, const call&) {
+  asio::awaitable<response> status(const request& req, const http::route_call&) {
     nlohmann::json body{{"leader", ctx_.probes.ready()},
                         {"epoch", ctx_.writer_epoch()},
                         {"commits", ctx_.commits.stats()},
@@ -315,7 +295,7 @@ class router {
     co_return json(req, 200, body);
   }
 
-  asio::awaitable<response> batch(const request& req, const call&) {
+  asio::awaitable<response> batch(const request& req, const http::route_call&) {
     auto body = http::parse_json_body(req);
     if (!body) co_return bad_request(req, "malformed JSON");
     if (!body->is_object() || body->size() != 1 || !body->contains("commands") || !(*body)["commands"].is_array())
@@ -343,7 +323,7 @@ class router {
   }
 
   // Tests move the clock that decides expiries (testing.clock_control; else 404).
-  asio::awaitable<response> clock(const request& req, const call&) {
+  asio::awaitable<response> clock(const request& req, const http::route_call&) {
     if (!ctx_.clock_control) co_return http::not_found(req);
     co_return move_clock(req);
   }
@@ -361,13 +341,11 @@ class router {
     }
     return json(req, 200, {{"offset_ms", ctx_.clock.offset_ms()}, {"now_ms", ctx_.clock.now_ms()}});
   }
-
-  route_context& ctx_;
 };
 
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::internal_handler(std::make_shared<router>(ctx), ctx); }
-http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
+http::body_limit_rule body_limits() { return http::internal_body_limits(router::table()); }
 
 }  // namespace tally::shard

@@ -9,6 +9,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -87,9 +89,42 @@ body_limit_rule body_limits_of(std::span<const Route> table) {
   };
 }
 
+// A route every internal service (shards, orchestrator, relay) answers
+// beside its own table, under /v1/ and behind the internal token.
+struct internal_route {
+  boost::beast::http::verb method;
+  std::string_view path;
+  response (*handle)(const request&);
+  route_body_limit body_limit;
+};
+
+// GET /v1/admin/failpoints lists the armed failpoints, POST arms them
+// (failpoints_response).
+inline std::span<const internal_route> internal_routes() {
+  using v = boost::beast::http::verb;
+  static const internal_route routes[] = {
+      {v::get, "/v1/admin/failpoints", &failpoints_response, default_body_limit(v::get)},
+      {v::post, "/v1/admin/failpoints", &failpoints_response, default_body_limit(v::post)},
+  };
+  return routes;
+}
+
+// body_limits_of for an internal service: internal_routes(), then its table.
+template <class Route>
+body_limit_rule internal_body_limits(std::span<const Route> table) {
+  return [table](const request& header) -> route_body_limit {
+    const auto t = split_target(std::string_view(header.target().data(), header.target().size()));
+    if (const auto shared = find_route(internal_routes(), header.method(), t.path); shared.route)
+      return shared.route->body_limit;
+    const auto found = find_route(table, header.method(), t.path);
+    return found.route ? found.route->body_limit : std::nullopt;
+  };
+}
+
 // What the internal services (shards, orchestrator, relay) do with every
 // request: the probes without a token, then under /v1/ the internal token,
-// then the table; `dispatch(route, args)` runs the matched row.
+// then internal_routes() and the table; `dispatch(route, args)` runs the
+// matched row of the table.
 template <class Route, class Dispatch>
 boost::asio::awaitable<response> serve_internal(const request& req, const target& t, const service_probes& probes,
                                                 const std::string& token, std::span<const Route> table,
@@ -98,6 +133,8 @@ boost::asio::awaitable<response> serve_internal(const request& req, const target
   if (t.path.empty() || t.path[0] != "v1") co_return not_found(req);
   if (!bearer_token_ok(req, token))
     co_return make_error_response(req, contract::error_code::unauthorized, "missing or wrong internal token");
+  if (const auto shared = find_route(internal_routes(), req.method(), t.path); shared.route)
+    co_return shared.route->handle(req);
   auto found = find_route(table, req.method(), t.path);
   if (!found.route) co_return not_found(req);
   co_return co_await dispatch(*found.route, std::move(found.args));
@@ -110,9 +147,39 @@ struct internal_context {
   std::string internal_token;
 };
 
+// What a route of an internal service is given: the request's target and
+// the pattern's {parameters}, in order.
+struct route_call {
+  const http::target& target;
+  std::vector<std::string> args;
+};
+
+// The base of an internal service's router (`class router : public
+// internal_router<router, route_context>`): it keeps the route context and
+// hands a matched row its route_call. A router whose rows take another
+// Call makes it in a `dispatch` of its own, with the signature of this one.
+template <class Router, class Context, class Call = route_call>
+class internal_router {
+ public:
+  using route = route_row<Router, Call>;
+
+  explicit internal_router(Context& ctx) : ctx_(ctx) {}
+
+  boost::asio::awaitable<response> dispatch(const request& req, const target& t, const route& r,
+                                            std::vector<std::string> args) {
+    // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
+    const Call c{t, std::move(args)};
+    co_return co_await (static_cast<Router*>(this)->*r.handle)(req, c);
+  }
+
+ protected:
+  Context& ctx_;
+};
+
 // The handler of an internal service's router: serve_internal with the
 // context's probes and token and Router::table(); the matched row goes to
-// `router.dispatch(request, target, row, args)`. The context outlives it.
+// `router.dispatch(request, target, row, args)` (internal_router's, or the
+// router's own). The context outlives it.
 template <class Router>
 handler internal_handler(std::shared_ptr<Router> router, const internal_context& ctx) {
   return [router = std::move(router), &ctx](request req) -> boost::asio::awaitable<response> {

@@ -68,12 +68,9 @@ struct call {
   std::chrono::milliseconds wait{0};
 };
 
-class router;
-using route = http::route_row<router, call>;
-
-class router {
+class router : public http::internal_router<router, route_context, call> {
  public:
-  explicit router(route_context& ctx) : ctx_(ctx) {}
+  using internal_router::internal_router;
 
   // Under /v1/ everything needs the internal token. The gateway starts
   // sagas with their canonical request (POST /v1/sagas, the tenant inside)
@@ -84,8 +81,6 @@ class router {
     using v = bhttp::verb;
     static const route routes[] = {
         {v::get, "/v1/workflows", &router::workflow_list},
-        {v::get, "/v1/admin/failpoints", &router::failpoints},
-        {v::post, "/v1/admin/failpoints", &router::failpoints},
         {v::post, "/v1/sagas", &router::start_canonical, canonical_body_limit},
         {v::post, "/v1/tenants/{tenant}/credits", &router::start},
         {v::post, "/v1/tenants/{tenant}/deductions", &router::start},
@@ -166,8 +161,6 @@ class router {
     for (const auto& w : workflows()) all.push_back(w);
     co_return http::json_response(req, 200, {{"workflows", std::move(all)}});
   }
-
-  asio::awaitable<response> failpoints(const request& req, const call&) { co_return http::failpoints_response(req); }
 
   // POST /tenants/{t}/{collection}: a new saga of the collection's type,
   // from an API.md body.
@@ -353,13 +346,11 @@ class router {
     for (auto s : all_saga_states) by_state[std::string(to_string(s))] = r.by_state.contains(s) ? r.by_state[s] : 0;
     co_return http::json_response(req, 200, {{"counts", std::move(by_state)}, {"overdue", r.overdue}});
   }
-
-  route_context& ctx_;
 };
 
 }  // namespace
 
 http::handler make_handler(route_context& ctx) { return http::internal_handler(std::make_shared<router>(ctx), ctx); }
-http::body_limit_rule body_limits() { return http::body_limits_of(router::table()); }
+http::body_limit_rule body_limits() { return http::internal_body_limits(router::table()); }
 
 }  // namespace tally::orch
