@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "account_shard/ledger/decide.hpp"
+#include "account_shard/store/operation_columns.hpp"
 #include "common/pg/connection.hpp"
 
 namespace tally::shard::batch_sql {
@@ -78,27 +79,10 @@ constexpr std::string_view sql_lock_accounts =
     "(SELECT * FROM account a WHERE a.tenant = k.tenant AND a.account_id = k.account_id FOR UPDATE) a";
 enum class account_column { tenant, account_id, balance, held, status, version, lot_count };
 constexpr std::string_view sql_lock_operations =
-    "SELECT o.tenant, o.account_id, o.biz_type, o.biz_id, o.request_hash, o.state, o.amount, o.reason, "
-    "o.balance_after, o.held_after, o.version_after, o.ledger_seq, o.refunded, o.lots::text "
+    "SELECT " TALLY_OPERATION_COLUMNS
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(tenant, account_id, biz_type, biz_id) "
     "CROSS JOIN LATERAL (SELECT * FROM operation o WHERE o.tenant = k.tenant AND o.account_id = k.account_id "
     "AND o.biz_type = k.biz_type AND o.biz_id = k.biz_id FOR UPDATE) o";
-enum class operation_column {
-  tenant,
-  account_id,
-  biz_type,
-  biz_id,
-  request_hash,
-  state,
-  amount,
-  reason,
-  balance_after,
-  held_after,
-  version_after,
-  ledger_seq,
-  refunded,
-  lots
-};
 constexpr std::string_view sql_lock_holds =
     "SELECT h.tenant, h.account_id, h.hold_id, h.amount, h.captured, h.state "
     "FROM unnest($1::text[], $2::text[], $3::text[]) AS k(tenant, account_id, hold_id) CROSS JOIN LATERAL "

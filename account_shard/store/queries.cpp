@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "account_shard/store/fence.hpp"
+#include "account_shard/store/operation_columns.hpp"
 #include "common/contract/account_document.hpp"
 #include "common/pg/rows.hpp"
 #include "common/pg/transaction.hpp"
@@ -82,19 +83,8 @@ constexpr std::string_view sql_old_holds =
     "ORDER BY created_at LIMIT $2";
 enum class old_hold_col { tenant, account_id, hold_id, amount, age_ms };  // in select order
 constexpr std::string_view sql_operation =
-    "SELECT state, amount, reason, balance_after, held_after, version_after, ledger_seq, refunded, request_hash "
-    "FROM operation WHERE tenant = $1 AND account_id = $2 AND biz_type = $3 AND biz_id = $4";
-enum class operation_col {  // in select order
-  state,
-  amount,
-  reason,
-  balance_after,
-  held_after,
-  version_after,
-  ledger_seq,
-  refunded,
-  request_hash
-};
+    "SELECT " TALLY_OPERATION_COLUMNS
+    "FROM operation o WHERE o.tenant = $1 AND o.account_id = $2 AND o.biz_type = $3 AND o.biz_id = $4";
 constexpr std::string_view sql_outbox_backlog =
     "WITH c AS (SELECT coalesce((SELECT tx_id FROM relay_cursor WHERE consumer = 'projection'), '0'::xid8) AS tx_id, "
     "  coalesce((SELECT id FROM relay_cursor WHERE consumer = 'projection'), 0) AS id) "
@@ -212,7 +202,7 @@ asio::awaitable<query_result> queries::async_operation(std::string tenant, std::
   if ((out.error = co_await async_read(st, rs))) co_return out;
   out.found = rs[0].rows() == 1;
   if (!out.found) co_return out;
-  using c = operation_col;
+  using c = operation_column;
   const pg::row<c> r(rs[0], 0);
   out.body = {{"tenant", tenant},
               {"account_id", account_id},
