@@ -3,7 +3,8 @@
 // over a whole scope in a full reconciliation (reconciliation.cpp): for
 // each result of run_reads, the statement of a check, that of a full run
 // (sql_reconcile_*, sql_scope_*), and the enum naming the columns both
-// return, in select order.
+// return, in select order (a macro writes them once where both select
+// them alike).
 //
 // Reconciliation reads each table on its own, or probes another by key from
 // a LATERAL subquery (OFFSET 0 keeps it from being merged into a join, so
@@ -23,13 +24,14 @@
 namespace tally::shard::check_sql {
 
 #define TALLY_CHECKED_ACCOUNTS " unnest($1::text[], $2::text[]) AS k(tenant, account_id) "
-inline constexpr std::string_view sql_accounts =
-    "SELECT a.tenant, a.account_id, a.balance, a.held FROM" TALLY_CHECKED_ACCOUNTS
+// Both statements' columns, of `account a`.
+#define TALLY_ACCOUNT_CHECK_COLUMNS "SELECT a.tenant, a.account_id, a.balance, a.held FROM"
+inline constexpr std::string_view sql_accounts = TALLY_ACCOUNT_CHECK_COLUMNS TALLY_CHECKED_ACCOUNTS
     "CROSS JOIN LATERAL (SELECT tenant, account_id, balance, held FROM account a "
     "  WHERE a.tenant = k.tenant AND a.account_id = k.account_id OFFSET 0) a";
 inline constexpr std::string_view sql_reconcile_accounts =
-    "SELECT tenant, account_id, balance, held FROM account WHERE $1::text IS NULL OR tenant = $1 "
-    "ORDER BY tenant, account_id";
+    TALLY_ACCOUNT_CHECK_COLUMNS " account a WHERE $1::text IS NULL OR a.tenant = $1 ORDER BY a.tenant, a.account_id";
+#undef TALLY_ACCOUNT_CHECK_COLUMNS
 enum class account_col { tenant, account_id, balance, held };  // in select order
 
 // Per account: Σ entries up to the watermark $3 and after it, whether it
@@ -85,35 +87,38 @@ inline constexpr std::string_view sql_scope_open_holds =
     "GROUP BY tenant, account_id";
 enum class open_hold_col { tenant, account_id, held };  // in select order
 
+// Both statements' columns, of `lot l`.
+#define TALLY_LOT_CHECK_COLUMNS \
+  "SELECT l.tenant, l.account_id, l.lot_id, l.remaining, l.held, l.expired, l.state = 'expired' "
 // Every lot when $3, else the lots that hold value (open, or expired with a
 // held part left).
-inline constexpr std::string_view sql_lots =
-    "SELECT l.tenant, l.account_id, l.lot_id, l.remaining, l.held, l.expired, l.state = 'expired' "
+inline constexpr std::string_view sql_lots = TALLY_LOT_CHECK_COLUMNS
     "FROM" TALLY_CHECKED_ACCOUNTS
     "CROSS JOIN LATERAL (SELECT * FROM lot l WHERE l.tenant = k.tenant AND l.account_id = k.account_id "
     "  AND ($3 OR l.state = 'open' OR l.remaining > 0) OFFSET 0) l";
-inline constexpr std::string_view sql_reconcile_lots =
-    "SELECT tenant, account_id, lot_id, remaining, held, expired, state = 'expired' FROM lot "
-    "WHERE $1::text IS NULL OR tenant = $1 ORDER BY tenant, account_id, lot_id";
+inline constexpr std::string_view sql_reconcile_lots = TALLY_LOT_CHECK_COLUMNS
+    "FROM lot l WHERE $1::text IS NULL OR l.tenant = $1 ORDER BY l.tenant, l.account_id, l.lot_id";
+#undef TALLY_LOT_CHECK_COLUMNS
 enum class lot_col { tenant, account_id, lot_id, remaining, held, expired, is_expired };  // in select order
 
 // Per lot: what the operations naming it add up to (granted and returned
-// minus taken), and what the expire operations took from it.
+// minus taken), and what the expire operations took from it; both
+// statements' sums over an operation `o`'s lot parts `p`.
+#define TALLY_LOT_PART_SUMS                                                                 \
+  "(p->>0)::bigint, "                                                                       \
+  "sum(CASE WHEN o.biz_type IN ('credit', 'refund', 'lot_migration') THEN (p->>1)::bigint " \
+  "  WHEN o.biz_type = 'hold' THEN 0 ELSE -(p->>1)::bigint END), "                          \
+  "coalesce(sum((p->>1)::bigint) FILTER (WHERE o.biz_type = 'expire'), 0) "
 inline constexpr std::string_view sql_lot_parts =
-    "SELECT k.tenant, k.account_id, (p->>0)::bigint, "
-    "sum(CASE WHEN o.biz_type IN ('credit', 'refund', 'lot_migration') THEN (p->>1)::bigint "
-    "  WHEN o.biz_type = 'hold' THEN 0 ELSE -(p->>1)::bigint END), "
-    "coalesce(sum((p->>1)::bigint) FILTER (WHERE o.biz_type = 'expire'), 0) FROM" TALLY_CHECKED_ACCOUNTS
+    "SELECT k.tenant, k.account_id, " TALLY_LOT_PART_SUMS "FROM" TALLY_CHECKED_ACCOUNTS
     "CROSS JOIN LATERAL (SELECT o.biz_type, o.lots FROM operation o WHERE o.tenant = k.tenant "
     "  AND o.account_id = k.account_id AND o.state = 'succeeded' AND o.lots IS NOT NULL OFFSET 0) o "
     "CROSS JOIN LATERAL jsonb_array_elements(o.lots) p GROUP BY 1, 2, 3";
 inline constexpr std::string_view sql_reconcile_lot_parts =
-    "SELECT o.tenant, o.account_id, (p->>0)::bigint, "
-    "sum(CASE WHEN o.biz_type IN ('credit', 'refund', 'lot_migration') THEN (p->>1)::bigint "
-    "  WHEN o.biz_type = 'hold' THEN 0 ELSE -(p->>1)::bigint END), "
-    "coalesce(sum((p->>1)::bigint) FILTER (WHERE o.biz_type = 'expire'), 0) "
+    "SELECT o.tenant, o.account_id, " TALLY_LOT_PART_SUMS
     "FROM operation o CROSS JOIN LATERAL jsonb_array_elements(o.lots) p "
     "WHERE o.state = 'succeeded' AND o.lots IS NOT NULL AND ($1::text IS NULL OR o.tenant = $1) GROUP BY 1, 2, 3";
+#undef TALLY_LOT_PART_SUMS
 // In select order: what the operations add up to, what the expire ones took.
 enum class lot_part_col { tenant, account_id, lot_id, ops_remaining, expired_by_ops };
 
