@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,27 @@ json without_replayed(const reply& r) {
   return j;
 }
 
+// The account as a reply says it is after its command.
+struct after {
+  std::int64_t balance, held, version;
+  bool operator==(const after&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const after& a) {
+    return os << "{balance " << a.balance << ", held " << a.held << ", version " << a.version << "}";
+  }
+};
+after after_of(const reply& r) { return {r.balance_after, r.held_after, r.version}; }
+
+// What a reply decided, and the code that says why.
+struct verdict {
+  reply_status status;
+  std::optional<contract::shard_code> code;
+  bool operator==(const verdict&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const verdict& v) {
+    return os << "{" << to_string(v.status) << ", " << (v.code ? to_string(*v.code) : "no code") << "}";
+  }
+};
+verdict verdict_of(const reply& r) { return {r.status, r.code}; }
+
 class Decide : public ::testing::Test {
  protected:
   batch_state st;
@@ -173,8 +195,7 @@ TEST_F(Decide, TwoDebitsOf80FromHundredOneSucceedsOneRejected) {
   ASSERT_TRUE(r1.ledger_seq.has_value());
   EXPECT_EQ(*r1.ledger_seq, first_seq);
 
-  EXPECT_EQ(r2.status, reply_status::rejected);
-  EXPECT_EQ(r2.code, contract::shard_code::insufficient_funds);
+  EXPECT_EQ(verdict_of(r2), (verdict{reply_status::rejected, contract::shard_code::insufficient_funds}));
   EXPECT_FALSE(r2.replayed);
   EXPECT_EQ(r2.balance_after, 20);
   EXPECT_EQ(r2.version, 6);
@@ -276,8 +297,7 @@ TEST_F(Decide, SameKeyWithOtherAmountIsConflictAndChangesNothing) {
   const operation_row stored = op("debit", "d1");
 
   reply r = st.decide(debit("d1", 81));
-  EXPECT_EQ(r.status, reply_status::conflict);
-  EXPECT_EQ(r.code, contract::shard_code::idempotency_conflict);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::conflict, contract::shard_code::idempotency_conflict}));
   EXPECT_EQ(r.kind, command_kind::debit);
   EXPECT_EQ(r.biz_id, "d1");
   EXPECT_FALSE(r.replayed);
@@ -312,8 +332,7 @@ TEST_F(Decide, StoredRejectionIsReplayedEvenWhenFundsArrive) {
   EXPECT_EQ(acc().balance, 150);
 
   reply again = st.decide(debit("d1", 80));
-  EXPECT_EQ(again.status, reply_status::rejected);
-  EXPECT_EQ(again.code, contract::shard_code::insufficient_funds);
+  EXPECT_EQ(verdict_of(again), (verdict{reply_status::rejected, contract::shard_code::insufficient_funds}));
   EXPECT_TRUE(again.replayed);
   EXPECT_EQ(again.balance_after, 50);  // the stored outcome, not today's balance
   EXPECT_EQ(without_replayed(again), without_replayed(first));
@@ -328,8 +347,7 @@ TEST_F(Decide, RejectionLoadedFromStoreIsReplayed) {
   stored.balance_after = 40;
   stored.version_after = 3;
   reply r = st.decide(d);
-  EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, contract::shard_code::insufficient_funds);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::rejected, contract::shard_code::insufficient_funds}));
   EXPECT_TRUE(r.replayed);
   EXPECT_EQ(r.balance_after, 40);
   EXPECT_EQ(r.version, 3);
@@ -347,9 +365,7 @@ TEST_F(Decide, CreditAddsAndRecordsEverything) {
   EXPECT_EQ(r.kind, command_kind::credit);
   EXPECT_EQ(r.biz_id, "c1");
   EXPECT_EQ(r.amount, 100);
-  EXPECT_EQ(r.balance_after, 105);
-  EXPECT_EQ(r.held_after, 2);
-  EXPECT_EQ(r.version, 4);
+  EXPECT_EQ(after_of(r), (after{105, 2, 4}));
   EXPECT_EQ(r.ledger_seq, std::optional<std::int64_t>(first_seq));
   ASSERT_EQ(st.ledger.size(), 1u);
   EXPECT_EQ(st.ledger[0].delta, 100);
@@ -371,8 +387,7 @@ TEST_F(Decide, CreditOverflowNearInt64MaxIsRejected) {
   EXPECT_EQ(acc().balance, i64max);
   const counts before = snapshot();
   reply r = st.decide(credit("c2", 1));
-  EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, contract::shard_code::balance_overflow);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::rejected, contract::shard_code::balance_overflow}));
   EXPECT_EQ(r.balance_after, i64max);
   EXPECT_EQ(acc().balance, i64max);
   EXPECT_EQ(st.ledger.size(), before.ledger);
@@ -397,9 +412,7 @@ TEST_F(Decide, HoldReducesAvailableNotBalance) {
   reply h = st.decide(hold("h1", 30));
   EXPECT_EQ(h.status, reply_status::succeeded);
   EXPECT_EQ(h.amount, 30);
-  EXPECT_EQ(h.balance_after, 100);
-  EXPECT_EQ(h.held_after, 30);
-  EXPECT_EQ(h.version, 2);
+  EXPECT_EQ(after_of(h), (after{100, 30, 2}));
   EXPECT_FALSE(h.ledger_seq.has_value());
   EXPECT_TRUE(st.ledger.empty());  // a hold moves no balance
   const auto& row = held_row("h1");
@@ -424,9 +437,7 @@ TEST_F(Decide, CaptureWholeHold) {
   reply c = st.decide(capture("h1"));
   EXPECT_EQ(c.status, reply_status::succeeded);
   EXPECT_EQ(c.amount, 30);
-  EXPECT_EQ(c.balance_after, 70);
-  EXPECT_EQ(c.held_after, 0);
-  EXPECT_EQ(c.version, 3);
+  EXPECT_EQ(after_of(c), (after{70, 0, 3}));
   EXPECT_EQ(c.ledger_seq, std::optional<std::int64_t>(first_seq));
   ASSERT_EQ(st.ledger.size(), 1u);
   EXPECT_EQ(st.ledger[0].key, (op_key{"t1", "a1", "capture", "h1"}));
@@ -458,8 +469,7 @@ TEST_F(Decide, PartialCaptureReleasesTheRest) {
   EXPECT_EQ(st.decide(debit("d1", 88)).status, reply_status::succeeded);
   // A release after the capture is refused and changes nothing.
   reply rel = st.decide(release("h1"));
-  EXPECT_EQ(rel.status, reply_status::rejected);
-  EXPECT_EQ(rel.code, contract::shard_code::hold_captured);
+  EXPECT_EQ(verdict_of(rel), (verdict{reply_status::rejected, contract::shard_code::hold_captured}));
   EXPECT_EQ(acc().held, 0);
   EXPECT_EQ(acc().balance, 0);
 }
@@ -479,8 +489,7 @@ TEST_F(Decide, CaptureMoreThanHoldIsRejected) {
   add_account("a1", 100);
   st.decide(hold("h1", 30));
   reply c = st.decide(capture("h1", 31));
-  EXPECT_EQ(c.status, reply_status::rejected);
-  EXPECT_EQ(c.code, contract::shard_code::capture_exceeds_hold);
+  EXPECT_EQ(verdict_of(c), (verdict{reply_status::rejected, contract::shard_code::capture_exceeds_hold}));
   EXPECT_EQ(acc().balance, 100);
   EXPECT_EQ(acc().held, 30);
   EXPECT_EQ(held_row("h1").state, hold_state::held);
@@ -492,9 +501,7 @@ TEST_F(Decide, CaptureOfHoldLoadedFromStore) {
   add_hold("h1", 30);
   reply c = st.decide(capture("h1"));
   EXPECT_EQ(c.status, reply_status::succeeded);
-  EXPECT_EQ(c.balance_after, 70);
-  EXPECT_EQ(c.held_after, 0);
-  EXPECT_EQ(c.version, 5);
+  EXPECT_EQ(after_of(c), (after{70, 0, 5}));
   EXPECT_TRUE(held_row("h1").dirty);
   EXPECT_FALSE(held_row("h1").is_new);
 }
@@ -519,8 +526,7 @@ TEST_F(Decide, CaptureOfUnknownHoldIsRetriedAndStoresNothing) {
   add_account("a1", 100);
   const counts before = snapshot();
   reply r = st.decide(capture("h1"));
-  EXPECT_EQ(r.status, reply_status::retry);
-  EXPECT_EQ(r.code, contract::shard_code::hold_not_found);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::retry, contract::shard_code::hold_not_found}));
   EXPECT_EQ(snapshot(), before);
   EXPECT_FALSE(st.operations.contains(flat("capture", "h1")));
   EXPECT_FALSE(acc().dirty);
@@ -538,9 +544,7 @@ TEST_F(Decide, ReleaseFreesTheHold) {
   reply r = st.decide(release("h1"));
   EXPECT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(r.amount, 30);
-  EXPECT_EQ(r.balance_after, 100);
-  EXPECT_EQ(r.held_after, 0);
-  EXPECT_EQ(r.version, 3);
+  EXPECT_EQ(after_of(r), (after{100, 0, 3}));
   EXPECT_FALSE(r.ledger_seq.has_value());
   EXPECT_TRUE(st.ledger.empty());
   EXPECT_EQ(held_row("h1").state, hold_state::released);
@@ -561,8 +565,7 @@ TEST_F(Decide, CaptureAfterReleaseIsRejected) {
   st.decide(release("h1"));
   const counts before = snapshot();
   reply c = st.decide(capture("h1"));
-  EXPECT_EQ(c.status, reply_status::rejected);
-  EXPECT_EQ(c.code, contract::shard_code::hold_released);
+  EXPECT_EQ(verdict_of(c), (verdict{reply_status::rejected, contract::shard_code::hold_released}));
   EXPECT_EQ(acc().balance, 100);
   EXPECT_EQ(acc().held, 0);
   EXPECT_EQ(st.ledger.size(), before.ledger);
@@ -587,8 +590,7 @@ TEST_F(Decide, ReleaseBeforeHoldLeavesTombstoneThatRefusesTheHold) {
   EXPECT_TRUE(tomb.dirty);
 
   reply h = st.decide(hold("h1", 30));
-  EXPECT_EQ(h.status, reply_status::rejected);
-  EXPECT_EQ(h.code, contract::shard_code::hold_released);
+  EXPECT_EQ(verdict_of(h), (verdict{reply_status::rejected, contract::shard_code::hold_released}));
   EXPECT_EQ(acc().held, 0);
   EXPECT_EQ(acc().version, 7);
   EXPECT_EQ(held_row("h1").state, hold_state::released);
@@ -631,8 +633,7 @@ TEST_F(Decide, CumulativeRefundsUpToTheOriginal) {
   EXPECT_EQ(op("debit", "d1").refunded, 60);
 
   reply r3 = st.decide(refund("r3", 1, "d1"));
-  EXPECT_EQ(r3.status, reply_status::rejected);
-  EXPECT_EQ(r3.code, contract::shard_code::refund_exceeds_original);
+  EXPECT_EQ(verdict_of(r3), (verdict{reply_status::rejected, contract::shard_code::refund_exceeds_original}));
   EXPECT_EQ(acc().balance, 100);
   EXPECT_EQ(op("debit", "d1").refunded, 60);
   EXPECT_EQ(st.ledger.size(), 3u);
@@ -714,8 +715,7 @@ TEST_F(Decide, RefundOfUnknownOriginalIsRetriedAndStoresNothing) {
   add_account("a1", 100);
   const counts before = snapshot();
   reply r = st.decide(refund("r1", 10, "d1"));
-  EXPECT_EQ(r.status, reply_status::retry);
-  EXPECT_EQ(r.code, contract::shard_code::original_not_found);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::retry, contract::shard_code::original_not_found}));
   EXPECT_EQ(snapshot(), before);
   EXPECT_FALSE(st.operations.contains(flat("refund", "r1")));
   EXPECT_EQ(acc().balance, 100);
@@ -729,8 +729,7 @@ TEST_F(Decide, RefundOfRejectedOriginalIsRejected) {
   add_account("a1", 5);
   ASSERT_EQ(st.decide(debit("d1", 10)).status, reply_status::rejected);
   reply r = st.decide(refund("r1", 10, "d1"));
-  EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, contract::shard_code::original_not_succeeded);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::rejected, contract::shard_code::original_not_succeeded}));
   EXPECT_EQ(acc().balance, 5);
   EXPECT_EQ(op("refund", "r1").state, op_state::rejected);
   EXPECT_EQ(op("debit", "d1").refunded, 0);
@@ -854,16 +853,14 @@ TEST_F(Decide, FrozenAccountIsRetriedAndStoresNothing) {
 TEST_F(Decide, ClosedAccountRejects) {
   add_account("a1", 0, 0, 4, account_status::closed);
   reply r = st.decide(credit("c1", 1));
-  EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, contract::shard_code::account_closed);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::rejected, contract::shard_code::account_closed}));
   EXPECT_EQ(op("credit", "c1").state, op_state::rejected);
   EXPECT_EQ(acc().balance, 0);
 }
 
 TEST_F(Decide, UnknownAccountIsRejectedAndStored) {
   reply r = st.decide(credit("c1", 100, "nobody"));
-  EXPECT_EQ(r.status, reply_status::rejected);
-  EXPECT_EQ(r.code, contract::shard_code::account_not_found);
+  EXPECT_EQ(verdict_of(r), (verdict{reply_status::rejected, contract::shard_code::account_not_found}));
   EXPECT_TRUE(st.accounts.empty());
   EXPECT_TRUE(st.ledger.empty());
   EXPECT_TRUE(st.events.empty());
@@ -887,9 +884,7 @@ TEST_F(Decide, OpenAccountCreatesVersionOneWithOpeningEntry) {
   EXPECT_EQ(r.status, reply_status::succeeded);
   EXPECT_EQ(r.kind, command_kind::open_account);
   EXPECT_EQ(r.biz_id, "open");
-  EXPECT_EQ(r.balance_after, 0);
-  EXPECT_EQ(r.held_after, 0);
-  EXPECT_EQ(r.version, 1);
+  EXPECT_EQ(after_of(r), (after{0, 0, 1}));
   EXPECT_EQ(r.ledger_seq, std::optional<std::int64_t>(first_seq));
 
   const auto& a = acc();
@@ -933,9 +928,7 @@ TEST_F(Decide, OpenExistingAccountWithOtherKeyChangesNothing) {
   reply r = st.decide(open_cmd("a1", "second-open"));
   EXPECT_EQ(r.status, reply_status::succeeded);
   EXPECT_FALSE(r.replayed);
-  EXPECT_EQ(r.balance_after, 70);
-  EXPECT_EQ(r.held_after, 10);
-  EXPECT_EQ(r.version, 8);
+  EXPECT_EQ(after_of(r), (after{70, 10, 8}));
   EXPECT_FALSE(r.ledger_seq.has_value());
   EXPECT_TRUE(st.ledger.empty());
   EXPECT_TRUE(st.events.empty());
