@@ -16,12 +16,16 @@ using namespace testing;
 
 const instant t0{std::chrono::milliseconds(1'000'000'000)};
 
+// `s` started at t0 whose first call (item 0's) got `a` at `at`.
+saga first_answered(const engine& e, saga s, const answer& a, instant at) {
+  e.start(s, t0);
+  e.on_answer(s, {0, 0, false}, a, at);
+  return s;
+}
+
 // A transfer started at t0 whose hold succeeded at `held`: the credit is in flight.
 saga credit_in_flight(const engine& e, instant held = t0 + 5ms) {
-  auto s = transfer_saga();
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, ok(), held);
-  return s;
+  return first_answered(e, transfer_saga(), ok(), held);
 }
 
 TEST(Transfer, TheDestinationCreditCarriesTheHoldsLotsGroupedByExpiry) {
@@ -302,9 +306,7 @@ TEST(Transfer, ABusyAccountIsRetriedWithTheSameKeyNoSoonerThanTheShardSays) {
 
 TEST(Transfer, ABusyAccountUntilTheDeadlineFollowsTheDeadlinePath) {
   auto e = engine_for("transfer");
-  auto s = transfer_saga();
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, busy(4000ms), t0 + 5ms);
+  auto s = first_answered(e, transfer_saga(), busy(4000ms), t0 + 5ms);
   EXPECT_EQ(s.wake, t0 + 5005ms);
   auto d = e.on_wake(s, t0 + 5005ms);
   ASSERT_EQ(d.send.size(), 1u);
@@ -323,9 +325,7 @@ TEST(Transfer, ABusyAccountUntilTheDeadlineFollowsTheDeadlinePath) {
 
 TEST(Transfer, ConflictNeedsAnOperator) {
   auto e = engine_for("transfer");
-  auto s = transfer_saga();
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, {answer_kind::conflict, ""}, t0 + 5ms);
+  auto s = first_answered(e, transfer_saga(), {answer_kind::conflict, ""}, t0 + 5ms);
   EXPECT_EQ(s.state, saga_state::needs_attention);
   EXPECT_NE(s.attention.find("idempotency conflict"), std::string::npos) << s.attention;
 }
@@ -345,9 +345,7 @@ TEST(Transfer, AbortBeforeThePivotCompensatesAfterItIsRefused) {
   EXPECT_EQ(s.state, saga_state::compensated);
   EXPECT_EQ(s.error->code, "aborted");
 
-  auto late = transfer_saga();
-  e.start(late, t0);
-  e.on_answer(late, {0, 0, false}, ok(), t0);
+  auto late = first_answered(e, transfer_saga(), ok(), t0);
   e.on_answer(late, {1, 0, false}, ok(), t0);
   decision refused;
   EXPECT_EQ(e.abort(late, t0, refused), engine::request_result::invalid_state);
@@ -365,17 +363,13 @@ TEST(Transfer, RecoverResendsTheCallInFlightAtOnceWithTheSameKey) {
   EXPECT_EQ(s.calls[1][0].forward.status, call_status::in_flight);
   EXPECT_EQ(s.calls[0][0].forward.status, call_status::succeeded);  // answered calls are left alone
   EXPECT_TRUE(e.recover(s, t0 + 100ms).send.size() == 1u);          // every recovery re-sends
-  auto done = transfer_saga();
-  e.start(done, t0);
-  e.on_answer(done, {0, 0, false}, rejected("insufficient_funds"), t0 + 5ms);
+  auto done = first_answered(e, transfer_saga(), rejected("insufficient_funds"), t0 + 5ms);
   EXPECT_TRUE(e.recover(done, t0 + 100ms).send.empty());  // a finished saga sends nothing
 }
 
 TEST(Transfer, RetryNowResendsAWaitingCallImmediately) {
   auto e = engine_for("transfer");
-  auto s = transfer_saga();
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, lost(), t0 + 1ms);
+  auto s = first_answered(e, transfer_saga(), lost(), t0 + 1ms);
   decision d;
   EXPECT_EQ(e.retry_now(s, t0 + 2ms, d), engine::request_result::done);
   ASSERT_EQ(d.send.size(), 1u);
@@ -415,9 +409,7 @@ TEST(HeldDeduction, WaitsForConfirmThenCaptures) {
 
 TEST(HeldDeduction, CancelReleasesAndEndsCompensated) {
   auto e = engine_for("deduct_held");
-  auto s = held_deduction();
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, ok(), t0 + 5ms);
+  auto s = first_answered(e, held_deduction(), ok(), t0 + 5ms);
   decision d;
   EXPECT_EQ(e.cancel(s, t0 + 1s, d), engine::request_result::done);
   ASSERT_EQ(d.send.size(), 1u);
@@ -432,9 +424,7 @@ TEST(HeldDeduction, CancelReleasesAndEndsCompensated) {
 
 TEST(HeldDeduction, HoldTimeoutReleasesAutomatically) {
   auto e = engine_for("deduct_held");
-  auto s = held_deduction(500ms);
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, ok(), t0);
+  auto s = first_answered(e, held_deduction(500ms), ok(), t0);
   auto d = e.on_wake(s, t0 + 499ms);
   EXPECT_TRUE(d.send.empty());
   EXPECT_EQ(s.state, saga_state::awaiting_confirmation);
@@ -491,9 +481,7 @@ TEST(BatchDeduct, HoldsEveryItemAtOnceThenCapturesThemAll) {
 
 TEST(BatchDeduct, OneShortAccountReleasesEveryOtherHold) {
   auto e = engine_for("batch_deduct");
-  auto s = batch(3);
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, ok(), t0);
+  auto s = first_answered(e, batch(3), ok(), t0);
   // Item 2 is still in flight when item 1 is refused.
   auto d = e.on_answer(s, {0, 1, false}, rejected("insufficient_funds"), t0 + 1ms);
   ASSERT_EQ(d.send.size(), 2u);
@@ -510,9 +498,7 @@ TEST(BatchDeduct, OneShortAccountReleasesEveryOtherHold) {
 
 TEST(BatchDeduct, AnUndoNoLongerNeededIsNotWaitedFor) {
   auto e = engine_for("batch_deduct");
-  auto s = batch(2);
-  e.start(s, t0);
-  e.on_answer(s, {0, 0, false}, rejected("insufficient_funds"), t0 + 1ms);  // item 1's hold still in flight
+  auto s = first_answered(e, batch(2), rejected("insufficient_funds"), t0 + 1ms);  // item 1's hold still in flight
   // Item 1's release overtakes its hold, whose late answer is the refusal
   // the tombstone causes: it never applied, so its release's fate no
   // longer matters, and the saga must not wake for it (found by the
@@ -621,9 +607,7 @@ TEST(RevokeItems, RefundsWhatIsLeftOfEveryItemForwardOnly) {
   EXPECT_EQ(refunded_by(s, w), (std::vector<saga_item>{{"student-0", 1}, {"student-1", 1}, {"student-2", 0}}));
 
   // A refused item cannot be compensated: an operator looks at it.
-  auto r = batch(2);
-  e.start(r, t0);
-  e.on_answer(r, {0, 0, false}, gave(1), t0 + 1ms);
+  auto r = first_answered(e, batch(2), gave(1), t0 + 1ms);
   e.on_answer(r, {0, 1, false}, rejected("account_closed"), t0 + 1ms);
   EXPECT_EQ(r.state, saga_state::needs_attention);
   EXPECT_NE(r.attention.find("account_closed"), std::string::npos);
