@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,31 @@ const std::vector<entry_view> credited_twice = {
     e(3, "credit", "c1", 50),
 };
 
-std::vector<std::string> kinds(const account_reconciliation& r) {
-  std::vector<std::string> out;
-  for (const auto& f : r.findings) out.push_back(f.kind);
-  return out;
+// A finding by its class and amount.
+struct found {
+  std::string kind;
+  std::int64_t amount;
+  bool operator==(const found&) const = default;
+};
+
+// What a reconciliation concluded: the rebuilt balance, the difference,
+// every finding's class and amount, and whether it freezes the account.
+struct outcome {
+  std::int64_t rebuilt, difference;
+  std::vector<found> findings;
+  bool freezes;
+  bool operator==(const outcome&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const outcome& o) {
+    os << "{rebuilt " << o.rebuilt << ", difference " << o.difference << ", findings [";
+    for (const auto& f : o.findings) os << " " << f.kind << " " << f.amount << ";";
+    return os << " ], " << (o.freezes ? "freezes" : "does not freeze") << "}";
+  }
+};
+
+outcome outcome_of(const account_reconciliation& r) {
+  outcome o{r.rebuilt, r.difference, {}, r.needs_freeze()};
+  for (const auto& f : r.findings) o.findings.push_back({f.kind, f.amount});
+  return o;
 }
 
 // DESIGN.md: +100, −80, +50, a duplicate of one business key and a
@@ -50,20 +72,15 @@ TEST(Reconcile, DesignWorkedExample) {
   EXPECT_EQ(r.tenant, "t1");
   EXPECT_EQ(r.account_id, "a1");
   EXPECT_EQ(r.snapshot, 20);
-  EXPECT_EQ(r.rebuilt, 70);
-  EXPECT_EQ(r.difference, 50);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "reversal"}));
+  ASSERT_EQ(outcome_of(r), (outcome{70, 50, {{"duplicate", 50}, {"reversal", -50}}, true}));
   const finding& dup = r.findings[0];
-  EXPECT_EQ(dup.amount, 50);
   EXPECT_EQ(dup.biz_type, "credit");
   EXPECT_EQ(dup.biz_id, "c2");
   EXPECT_EQ(dup.seq, std::optional<std::int64_t>(5));
   const finding& rev = r.findings[1];
-  EXPECT_EQ(rev.amount, -50);
   EXPECT_EQ(rev.biz_type, "reversal");
   EXPECT_EQ(rev.biz_id, "rev-c2");
   EXPECT_EQ(rev.seq, std::optional<std::int64_t>(6));
-  EXPECT_TRUE(r.needs_freeze());
 
   EXPECT_EQ(to_json(r), json::parse(R"({"tenant":"t1","account_id":"a1","snapshot":20,"rebuilt":70,
     "difference":50,"writes_after_watermark":0,"findings":[
@@ -80,12 +97,8 @@ TEST(Reconcile, ReversalIsReportedButNotCounted) {
       e(4, "refund", "r1", 30, 3),
   };
   auto r = reconcile(50, entries);
-  EXPECT_EQ(r.rebuilt, 50);
-  EXPECT_EQ(r.difference, 0);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"reversal"}));
-  EXPECT_EQ(r.findings[0].amount, 30);
+  ASSERT_EQ(outcome_of(r), (outcome{50, 0, {{"reversal", 30}}, false}));
   EXPECT_EQ(r.findings[0].seq, std::optional<std::int64_t>(4));
-  EXPECT_FALSE(r.needs_freeze());
 }
 
 TEST(Reconcile, CleanAccountHasNoFindings) {
@@ -96,10 +109,7 @@ TEST(Reconcile, CleanAccountHasNoFindings) {
       e(16, "capture", "h1", -20),
   };
   auto r = reconcile_account("t1", "a1", 50, 0, 15, 15, entries);
-  EXPECT_EQ(r.rebuilt, 50);
-  EXPECT_EQ(r.difference, 0);
-  EXPECT_TRUE(r.findings.empty());
-  EXPECT_FALSE(r.needs_freeze());
+  EXPECT_EQ(outcome_of(r), (outcome{50, 0, {}, false}));
   EXPECT_EQ(to_json(r)["findings"], json::array());
 }
 
@@ -108,23 +118,17 @@ TEST(Reconcile, WritesAfterWatermarkAreCountedApart) {
   // the snapshot as of W (70) and only the entries ≤ W.
   const std::vector<entry_view> entries = {e(1, "open_account", "open", 0), e(2, "credit", "c1", 70)};
   auto r = reconcile_account("t1", "a1", 70, 500, 0, 0, entries);
-  EXPECT_EQ(r.difference, 0);
+  EXPECT_EQ(outcome_of(r), (outcome{70, 0, {}, false}));
   EXPECT_EQ(r.writes_after_watermark, 500);
-  EXPECT_TRUE(r.findings.empty());
-  EXPECT_FALSE(r.needs_freeze());
   EXPECT_EQ(to_json(r)["writes_after_watermark"], 500);
 }
 
 TEST(Reconcile, MissingOpening) {
   const std::vector<entry_view> entries = {e(2, "credit", "c1", 100), e(3, "debit", "d1", -30)};
   auto r = reconcile(70, entries);
-  EXPECT_EQ(r.rebuilt, 70);
-  EXPECT_EQ(r.difference, 0);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"missing_opening"}));
-  EXPECT_EQ(r.findings[0].amount, 0);
+  // A baseline to record, not a difference: it does not freeze.
+  ASSERT_EQ(outcome_of(r), (outcome{70, 0, {{"missing_opening", 0}}, false}));
   EXPECT_FALSE(r.findings[0].seq.has_value());
-  // A baseline to record, not a difference.
-  EXPECT_FALSE(r.needs_freeze());
   EXPECT_EQ(to_json(r)["findings"], json::parse(R"([{"class":"missing_opening","amount":0}])"));
 }
 
@@ -133,33 +137,21 @@ TEST(Reconcile, MissingOpeningWithPreLedgerBalanceIsUnexplained) {
   // the difference is real until an opening is recorded.
   const std::vector<entry_view> entries = {e(2, "credit", "c1", 100)};
   auto r = reconcile(120, entries);
-  EXPECT_EQ(r.rebuilt, 100);
-  EXPECT_EQ(r.difference, -20);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"missing_opening", "unexplained"}));
-  EXPECT_EQ(r.findings[1].amount, -20);
-  EXPECT_TRUE(r.needs_freeze());
+  EXPECT_EQ(outcome_of(r), (outcome{100, -20, {{"missing_opening", 0}, {"unexplained", -20}}, true}));
 }
 
 TEST(Reconcile, EmptyLedger) {
   auto r = reconcile(0, {});
-  EXPECT_EQ(r.rebuilt, 0);
-  EXPECT_EQ(r.difference, 0);
-  EXPECT_EQ(kinds(r), (std::vector<std::string>{"missing_opening"}));
-  EXPECT_FALSE(r.needs_freeze());
+  EXPECT_EQ(outcome_of(r), (outcome{0, 0, {{"missing_opening", 0}}, false}));
 }
 
 TEST(Reconcile, HeldMismatch) {
   const std::vector<entry_view> entries = {e(1, "open_account", "open", 0), e(2, "credit", "c1", 100)};
   auto r = reconcile_account("t1", "a1", 100, 0, 30, 20, entries);
-  EXPECT_EQ(r.difference, 0);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"held_mismatch"}));
-  EXPECT_EQ(r.findings[0].amount, 10);
-  EXPECT_TRUE(r.needs_freeze());
+  EXPECT_EQ(outcome_of(r), (outcome{100, 0, {{"held_mismatch", 10}}, true}));
 
   auto under = reconcile_account("t1", "a1", 100, 0, 0, 25, entries);
-  ASSERT_EQ(kinds(under), (std::vector<std::string>{"held_mismatch"}));
-  EXPECT_EQ(under.findings[0].amount, -25);
-  EXPECT_TRUE(under.needs_freeze());
+  EXPECT_EQ(outcome_of(under), (outcome{100, 0, {{"held_mismatch", -25}}, true}));
 }
 
 TEST(Reconcile, CorruptedBalanceIsUnexplainedAndFreezes) {
@@ -170,29 +162,17 @@ TEST(Reconcile, CorruptedBalanceIsUnexplainedAndFreezes) {
   };
   // Someone edited the balance by hand: 75 instead of 70.
   auto r = reconcile(75, entries);
-  EXPECT_EQ(r.rebuilt, 70);
-  EXPECT_EQ(r.difference, -5);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"unexplained"}));
-  EXPECT_EQ(r.findings[0].amount, -5);
+  ASSERT_EQ(outcome_of(r), (outcome{70, -5, {{"unexplained", -5}}, true}));
   EXPECT_TRUE(r.findings[0].biz_type.empty());
   EXPECT_FALSE(r.findings[0].seq.has_value());
-  EXPECT_TRUE(r.needs_freeze());
 
-  auto low = reconcile(60, entries);
-  EXPECT_EQ(low.difference, 10);
-  ASSERT_EQ(kinds(low), (std::vector<std::string>{"unexplained"}));
-  EXPECT_EQ(low.findings[0].amount, 10);
-  EXPECT_TRUE(low.needs_freeze());
+  EXPECT_EQ(outcome_of(reconcile(60, entries)), (outcome{70, 10, {{"unexplained", 10}}, true}));
 }
 
 TEST(Reconcile, DuplicatePlusUnexplainedRemainder) {
   // A duplicate of 50 explains only part of a difference of 53.
   auto r = reconcile(47, credited_twice);
-  EXPECT_EQ(r.difference, 53);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "unexplained"}));
-  EXPECT_EQ(r.findings[0].amount, 50);
-  EXPECT_EQ(r.findings[1].amount, 3);
-  EXPECT_TRUE(r.needs_freeze());
+  EXPECT_EQ(outcome_of(r), (outcome{100, 53, {{"duplicate", 50}, {"unexplained", 3}}, true}));
 }
 
 TEST(Reconcile, EveryExtraEffectOfAKeyIsADuplicate) {
@@ -203,23 +183,17 @@ TEST(Reconcile, EveryExtraEffectOfAKeyIsADuplicate) {
   };
   // The account really moved +100 - 10.
   auto r = reconcile(90, entries);
-  EXPECT_EQ(r.rebuilt, 70);
-  EXPECT_EQ(r.difference, -20);
-  ASSERT_EQ(kinds(r), (std::vector<std::string>{"duplicate", "duplicate"}));
+  ASSERT_EQ(outcome_of(r), (outcome{70, -20, {{"duplicate", -10}, {"duplicate", -10}}, true}));
   EXPECT_EQ(r.findings[0].seq, std::optional<std::int64_t>(4));
   EXPECT_EQ(r.findings[1].seq, std::optional<std::int64_t>(5));
-  EXPECT_EQ(r.findings[0].amount, -10);
-  EXPECT_TRUE(r.needs_freeze());
 }
 
 TEST(Reconcile, DuplicateFreezesEvenWithoutDifference) {
   // The balance took the duplicate too: the books agree but a key has two
   // effects (a broken constraint), which must still stop writes.
-  auto r = reconcile(100, credited_twice);
-  EXPECT_EQ(r.difference, 0);
-  ASSERT_FALSE(r.findings.empty());
-  EXPECT_EQ(r.findings[0].kind, "duplicate");
-  EXPECT_TRUE(r.needs_freeze());
+  // A zero difference less the duplicate's 50 leaves -50 unexplained.
+  EXPECT_EQ(outcome_of(reconcile(100, credited_twice)),
+            (outcome{100, 0, {{"duplicate", 50}, {"unexplained", -50}}, true}));
 }
 
 TEST(NeedsFreeze, OnlyRealProblemsFreeze) {
