@@ -5,7 +5,6 @@
 -- its two state-change events (created, completed), and one attempt row
 -- per call, written once answered (by the final save). No lookups, no
 -- leases.
--- transfer_store_three_saves.sql is the write set before issue 20.
 \set n 50
 SELECT nextval('floor_batch') AS b \gset
 BEGIN;

@@ -28,7 +28,7 @@ def floor(results, cores):
 
     summary = {}
     print(f"PostgreSQL CPU per unit, medians of {max(r['repeat'] for r in runs)} runs ({cores} cores):")
-    for name in ("debit", "transfer_shards", "transfer_store", "transfer_store_three_saves"):
+    for name in ("debit", "transfer_shards", "transfer_store"):
         total, values = median(name, "pg_cpu_us_per_unit"), median(name + "_values", "pg_cpu_us_per_unit")
         net = total - values
         summary[name] = {"pg_cpu_us": total, "values_us": values, "floor_us": round(net, 1),
@@ -37,16 +37,12 @@ def floor(results, cores):
               f"  (pgbench reached {summary[name]['pgbench_units_per_s']:,}/s)")
     transfer = summary["transfer_shards"]["floor_us"] + summary["transfer_store"]["floor_us"]
     summary["transfer_floor_us"] = round(transfer, 1)
-    # The write set before issue 20 (three saga-store transactions), for comparison.
-    summary["transfer_floor_three_saves_us"] = round(
-        summary["transfer_shards"]["floor_us"] + summary["transfer_store_three_saves"]["floor_us"], 1)
     summary["debit_max_per_s"] = round(cores * 1e6 / summary["debit"]["floor_us"])
     summary["transfer_max_per_s"] = round(cores * 1e6 / transfer)
     print(f"  a debit: {summary['debit']['floor_us']:.1f} us -> at most {summary['debit_max_per_s']:,} debits/s"
           f" if PostgreSQL had all {cores} cores")
     print(f"  a transfer (shards + saga store): {transfer:.1f} us -> at most {summary['transfer_max_per_s']:,}"
           f" transfers/s if PostgreSQL had all {cores} cores")
-    print(f"  a transfer with the three saga-store saves before issue 20: {summary['transfer_floor_three_saves_us']:.1f} us")
     common.write_json(f"{results}/summary.json", summary, indent=1)
 
 
