@@ -26,9 +26,14 @@ nlohmann::json next_expiry_json(std::optional<std::int64_t> at_ms, std::int64_t 
   return {{"at", time::rfc3339_ms(*at_ms)}, {"amount", amount}};
 }
 
-nlohmann::json event_payload(const account_document& a, const account_cause& cause) {
+nlohmann::json event_payload(const account_document& a) {
   auto j = figures_of(a);
   j["tenant"] = a.tenant;
+  return j;
+}
+
+nlohmann::json event_payload(const account_document& a, const account_cause& cause) {
+  auto j = event_payload(a);
   j["cause"] = {{"type", cause.type}, {"biz_id", cause.biz_id}};
   return j;
 }

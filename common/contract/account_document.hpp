@@ -32,6 +32,9 @@ struct account_cause {
 // An outbox event's payload (account.credited, ...): the document with its
 // tenant and its cause, without updated_at (the event's own time).
 nlohmann::json event_payload(const account_document& a, const account_cause& cause);
+// The payload of an event no command caused (an operator's freeze or
+// unfreeze: account.frozen, account.active): the same, without a cause.
+nlohmann::json event_payload(const account_document& a);
 
 // API.md's account: without the tenant, with updated_at.
 nlohmann::json public_json(const account_document& a, std::int64_t updated_at_ms);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/contract/account_document.hpp"
 #include "common/time/rfc3339.hpp"
 #include "tests/account_shard/shard_fixture.hpp"
 
@@ -340,6 +341,44 @@ TEST_F(LotsTest, ReconciliationFindsALotThatDisagreesAndFreezes) {
   EXPECT_EQ(query_rows(db_, "SELECT status FROM account WHERE account_id = 'alice'")[0][0], "frozen");
   exec_sql(db_, "UPDATE lot SET remaining = remaining + 1 WHERE account_id = 'alice'");
   EXPECT_EQ(client_->call("POST", "/v1/accounts/t1/alice/unfreeze").json()["status"], "active");
+}
+
+// An operator's freeze and unfreeze write their events with the contract's
+// document (next expiry included) and no cause; a change to the status the
+// account has, or of a closed account, writes nothing.
+TEST_F(LotsTest, AStatusChangesEventCarriesTheAccountDocument) {
+  const auto at = alice_with_a_lot_expiring(30, 20);
+  auto events = [&] {
+    return query_rows(db_,
+                      "SELECT aggregate_version, event_type, payload FROM outbox_event "
+                      "WHERE account_id = 'alice' AND event_type IN ('account.frozen', 'account.active') "
+                      "ORDER BY aggregate_version");
+  };
+  auto set_status = [&](const std::string& action) {
+    auto r = client_->call("POST", "/v1/accounts/t1/alice/" + action);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json();
+  };
+  EXPECT_EQ(set_status("freeze")["version"], 4);
+  EXPECT_EQ(set_status("freeze")["version"], 4) << "already frozen";
+  EXPECT_EQ(set_status("unfreeze")["version"], 5);
+  const auto written = events();
+  ASSERT_EQ(written.size(), 2u);
+  contract::account_document alice{"t1", "alice", 50, 0, "frozen", 4, at, 30};
+  EXPECT_EQ(written[0][0], "4");
+  EXPECT_EQ(written[0][1], "account.frozen");
+  EXPECT_EQ(json::parse(written[0][2]), contract::event_payload(alice));
+  alice.status = "active";
+  alice.version = 5;
+  EXPECT_EQ(written[1][0], "5");
+  EXPECT_EQ(written[1][1], "account.active");
+  EXPECT_EQ(json::parse(written[1][2]), contract::event_payload(alice));
+
+  exec_sql(db_, "UPDATE account SET status = 'closed' WHERE account_id = 'alice'");
+  const auto closed = set_status("freeze");
+  EXPECT_EQ(closed["status"], "closed");
+  EXPECT_EQ(closed["version"], 5);
+  EXPECT_EQ(events().size(), 2u);
 }
 
 // Reconciliation joins each lot with its operations, open holds and expire

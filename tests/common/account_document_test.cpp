@@ -17,6 +17,11 @@ TEST(AccountDocument, TheEventCarriesTheTenantAndTheCause) {
     "next_expiry":{"at":"2027-01-01T00:00:00.000Z","amount":40},"cause":{"type":"credit","biz_id":"sg_1"}})"));
 }
 
+TEST(AccountDocument, AnEventNoCommandCausedCarriesNoCause) {
+  EXPECT_EQ(event_payload(alice), json::parse(R"({"tenant":"t1","account_id":"alice","balance":100,"held":30,
+    "available":70,"status":"active","version":7,"next_expiry":{"at":"2027-01-01T00:00:00.000Z","amount":40}})"));
+}
+
 TEST(AccountDocument, ThePublicFormHasItsTimeAndNoTenant) {
   auto never = alice;
   never.next_expiry_at.reset();
