@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "account_shard/store/batch_statements.hpp"
 #include "account_shard/store/fence.hpp"
 #include "account_shard/store/operation_columns.hpp"
 #include "common/contract/account_document.hpp"
@@ -35,6 +36,9 @@ enum class account_col {
   next_expiry_amount
 };
 constexpr std::string_view sql_account = TALLY_ACCOUNT_SELECT "WHERE a.tenant = $1 AND a.account_id = $2";
+// Read again by a later statement, whose snapshot is taken after the lock
+// was granted, the account shows every change committed before it.
+constexpr std::string_view sql_lock_account = "SELECT 1 FROM account WHERE tenant = $1 AND account_id = $2 FOR UPDATE";
 // An account's lots in consumption order, after lot $3 (0: from the first).
 // A lot's expiry never changes, so its id alone marks a place in the order.
 constexpr std::string_view sql_lots =
@@ -93,29 +97,30 @@ constexpr std::string_view sql_outbox_backlog =
 enum class backlog_col { undelivered, oldest_age_ms };  // in select order
 constexpr std::string_view sql_accounts_by_status =
     TALLY_ACCOUNT_SELECT "WHERE a.tenant = $1 AND a.status = $2 ORDER BY a.account_id LIMIT $3";
+// The row is locked (sql_lock_account); the version is the one the event carries.
 constexpr std::string_view sql_set_status =
-    "WITH u AS (UPDATE account SET status = $3, version = version + 1, updated_at = now() "
-    "  WHERE tenant = $1 AND account_id = $2 AND status <> $3 AND status <> 'closed' "
-    "  RETURNING tenant, account_id, balance, held, status, version) "
-    "INSERT INTO outbox_event (tenant, account_id, aggregate_version, event_type, payload) "
-    "SELECT a.tenant, a.account_id, a.version, 'account.' || $3, jsonb_build_object('tenant', a.tenant, "
-    "'account_id', a.account_id, 'balance', a.balance, 'held', a.held, 'available', a.balance - a.held, "
-    "'status', a.status, 'version', a.version, 'next_expiry', CASE WHEN nx.next_expiry_ms IS NULL THEN NULL ELSE "
-    "jsonb_build_object('at', to_char(('epoch'::timestamptz + nx.next_expiry_ms * interval '1 millisecond') "
-    "AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'amount', nx.next_expiry_amount) END) "
-    "FROM u a" TALLY_NEXT_EXPIRY_JOIN;
+    "UPDATE account SET status = $3, version = $4, updated_at = now() WHERE tenant = $1 AND account_id = $2";
+
+contract::account_document account_of(const pg::row<account_col>& r) {
+  using c = account_col;
+  return {std::string(r.text(c::tenant)),
+          std::string(r.text(c::account_id)),
+          r.int64(c::balance),
+          r.int64(c::held),
+          std::string(r.text(c::status)),
+          r.int64(c::version),
+          r.opt_int64(c::next_expiry_ms),
+          r.opt_int64(c::next_expiry_amount).value_or(0)};
+}
 
 nlohmann::json account_json(const pg::row<account_col>& r) {
-  using c = account_col;
-  const contract::account_document doc{std::string(r.text(c::tenant)),
-                                       std::string(r.text(c::account_id)),
-                                       r.int64(c::balance),
-                                       r.int64(c::held),
-                                       std::string(r.text(c::status)),
-                                       r.int64(c::version),
-                                       r.opt_int64(c::next_expiry_ms),
-                                       r.opt_int64(c::next_expiry_amount).value_or(0)};
-  return contract::internal_json(doc, r.int64(c::updated_ms));
+  return contract::internal_json(account_of(r), r.int64(account_col::updated_ms));
+}
+
+// An operator's status change: none to the status the account has, and none
+// of a closed account.
+bool changes_status(std::string_view from, std::string_view to) {
+  return from != to && from != to_string(account_status::closed);
 }
 
 nlohmann::json hold_json(const pg::row<hold_col>& r) {
@@ -276,7 +281,7 @@ asio::awaitable<query_result> queries::async_outbox_backlog() {
 }
 
 asio::awaitable<pg::error> queries::async_fenced_write(std::vector<pg::statement> writes, std::int64_t writer_epoch,
-                                                       std::vector<pg::result>& out) {
+                                                       std::vector<pg::result>& out, then_writes then) {
   pg::lease conn;
   if (auto err = co_await writers_.async_acquire(conn)) co_return err;
   std::vector<pg::statement> st{{pg::sql_begin, {}}, {sql_fence_shared, {}}, {sql_read_epoch, {}}};
@@ -285,27 +290,52 @@ asio::awaitable<pg::error> queries::async_fenced_write(std::vector<pg::statement
   auto err = co_await conn->async_pipeline(st, rs, timeout_);
   if (!err && pg::row<epoch_col>(rs[2], 0).int64(epoch_col::epoch) != writer_epoch)
     err = pg::error{make_error_code(pg::errc::fenced), "", "another writer took over this shard"};
+  std::vector<pg::statement> more;
+  if (!err) {
+    rs.erase(rs.begin(), rs.begin() + 3);
+    if (then) more = then(rs);
+  }
+  if (!more.empty()) {
+    std::vector<pg::result> more_rs;
+    err = co_await conn->async_pipeline(more, more_rs, timeout_);
+    for (auto& r : more_rs) rs.push_back(std::move(r));
+  }
   if (err) {
     co_await pg::async_rollback(*conn, timeout_);
     co_return err;
   }
   pg::result ignored;
   if ((err = co_await conn->async_exec(pg::sql_commit, ignored, timeout_))) co_return err;
-  out.assign(std::make_move_iterator(rs.begin() + 3), std::make_move_iterator(rs.end()));
+  out = std::move(rs);
   co_return pg::error{};
 }
 
 asio::awaitable<query_result> queries::async_set_status(std::string tenant, std::string account_id, std::string status,
                                                         std::int64_t writer_epoch) {
   query_result out;
+  // Decided here from the locked row, so that the event carries the
+  // contract's document as every other account event does.
+  then_writes change = [&](std::span<const pg::result> locked) -> std::vector<pg::statement> {
+    if (locked[1].rows() != 1) return {};
+    auto doc = account_of({locked[1], 0});
+    if (!changes_status(doc.status, status)) return {};
+    doc.status = status;
+    doc.version += 1;
+    const std::vector<event_row> event{
+        {doc.tenant, doc.account_id, doc.version, "account." + status, contract::event_payload(doc).dump()}};
+    return {{sql_set_status, {tenant, account_id, status, std::to_string(doc.version)}},
+            {batch_sql::sql_insert_events, pg::arrays_of(event, batch_sql::event_columns)},
+            {sql_account, {tenant, account_id}}};
+  };
   // Named: GCC 12 miscompiles a braced temporary in a co_await operand.
-  std::vector<pg::statement> writes{{sql_set_status, {tenant, account_id, status}},
-                                    {sql_account, {tenant, account_id}}};
+  std::vector<pg::statement> lock{{sql_lock_account, {tenant, account_id}}, {sql_account, {tenant, account_id}}};
   std::vector<pg::result> rs;
-  out.error = co_await async_fenced_write(std::move(writes), writer_epoch, rs);
+  out.error = co_await async_fenced_write(std::move(lock), writer_epoch, rs, std::move(change));
   if (out.error) co_return out;
-  out.found = rs[1].rows() == 1;
-  if (out.found) out.body = account_json({rs[1], 0});
+  // The account as the change left it, or as it was when nothing changed.
+  const auto& account = rs.back();
+  out.found = account.rows() == 1;
+  if (out.found) out.body = account_json({account, 0});
   co_return out;
 }
 

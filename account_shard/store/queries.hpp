@@ -4,6 +4,7 @@
 // Results come back as JSON text for the HTTP layer.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -73,7 +74,8 @@ class queries {
   // Outbox events the relay's projection consumer has not delivered yet,
   // and the age of the oldest.
   boost::asio::awaitable<query_result> async_outbox_backlog();
-  // Sets an account's status (active/frozen) with its outbox event.
+  // Sets an account's status (active/frozen) with its outbox event, decided
+  // from the locked row: nothing to the status it has, nor of a closed account.
   boost::asio::awaitable<query_result> async_set_status(std::string tenant, std::string account_id, std::string status,
                                                         std::int64_t writer_epoch);
   // A tenant's accounts in `status`, by id: {"accounts": [...]}.
@@ -119,11 +121,16 @@ class queries {
   // With `freeze`, freezes each account whose difference needs it.
   boost::asio::awaitable<frozen_accounts> freeze_differing(const std::vector<account_reconciliation>& differing,
                                                            bool freeze, std::int64_t writer_epoch);
+  // The statements to run after the first ones, made from their results.
+  using then_writes = std::function<std::vector<pg::statement>(std::span<const pg::result>)>;
   // `writes` in one transaction on the writer pool, fenced: refused when
-  // another writer took over (its epoch is not `writer_epoch`). `out`: the
-  // writes' results.
+  // another writer took over (its epoch is not `writer_epoch`). With
+  // `then`, the statements it makes of the writes' results (none: nothing
+  // more) run next in the same transaction, one round trip more: a change
+  // decided in C++ from the rows the writes locked. `out`: the results of
+  // the writes, then of those.
   boost::asio::awaitable<pg::error> async_fenced_write(std::vector<pg::statement> writes, std::int64_t writer_epoch,
-                                                       std::vector<pg::result>& out);
+                                                       std::vector<pg::result>& out, then_writes then = {});
 
   pg::pool& readers_;
   pg::pool& writers_;
