@@ -63,6 +63,36 @@ TEST_F(ShardTest, StoredRejectionIsReplayed) {
   EXPECT_EQ(balance("alice"), 110);
 }
 
+// GET /v1/operations/...: what the store kept of one operation, answered
+// from the operation row, not recomputed.
+TEST_F(ShardTest, OperationLookupAnswersTheStoredOutcome) {
+  open("alice", 10);
+  auto debit = send(command("debit", "alice", "big", 50));
+  ASSERT_EQ(debit["status"], "rejected");
+  auto credit = send(command("credit", "alice", "more", 100));
+  ASSERT_EQ(credit["status"], "succeeded");
+
+  auto got = client_->call("GET", "/v1/operations/t1/alice/credit/more");
+  ASSERT_EQ(got.status, 200) << got.body;
+  auto op = got.json();
+  EXPECT_EQ(op["state"], "succeeded");
+  EXPECT_EQ(op["amount"], 100);
+  EXPECT_EQ(op["balance_after"], 110);
+  EXPECT_EQ(op["balance_after"], credit["balance_after"]);
+  EXPECT_EQ(op["version"], credit["version"]);
+  EXPECT_EQ(op["ledger_seq"], credit["ledger_seq"]);
+  EXPECT_TRUE(op["code"].is_null());
+  EXPECT_EQ(op["request_hash"].get<std::string>().size(), 64u);
+
+  auto rejected = client_->call("GET", "/v1/operations/t1/alice/debit/big").json();
+  EXPECT_EQ(rejected["state"], "rejected");
+  EXPECT_EQ(rejected["code"], "insufficient_funds");
+  EXPECT_TRUE(rejected["ledger_seq"].is_null());
+
+  EXPECT_EQ(client_->call("GET", "/v1/operations/t1/alice/credit/never").status, 404);
+  EXPECT_EQ(client_->call("GET", "/v1/operations/t1/alice/debit/more").status, 404);
+}
+
 TEST_F(ShardTest, CrashAfterCommitBeforeReplyThenResendGivesStoredOutcome) {
   open("alice", 100);
   auto armed = client_->call("POST", "/v1/admin/failpoints", R"({"spec":"after_commit_before_reply=crash"})");
