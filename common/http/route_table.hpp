@@ -109,22 +109,22 @@ inline std::span<const internal_route> internal_routes() {
   return routes;
 }
 
-// body_limits_of for an internal service: internal_routes(), then its table.
+// body_limits_of for an internal service: its table, then internal_routes().
 template <class Route>
 body_limit_rule internal_body_limits(std::span<const Route> table) {
   return [table](const request& header) -> route_body_limit {
     const auto t = split_target(std::string_view(header.target().data(), header.target().size()));
-    if (const auto shared = find_route(internal_routes(), header.method(), t.path); shared.route)
-      return shared.route->body_limit;
-    const auto found = find_route(table, header.method(), t.path);
-    return found.route ? found.route->body_limit : std::nullopt;
+    if (const auto own = find_route(table, header.method(), t.path); own.route) return own.route->body_limit;
+    const auto shared = find_route(internal_routes(), header.method(), t.path);
+    return shared.route ? shared.route->body_limit : std::nullopt;
   };
 }
 
 // What the internal services (shards, orchestrator, relay) do with every
 // request: the probes without a token, then under /v1/ the internal token,
-// then internal_routes() and the table; `dispatch(route, args)` runs the
-// matched row of the table.
+// then the table and internal_routes() (the table first: the services'
+// own routes carry the load); `dispatch(route, args)` runs the matched row
+// of the table.
 template <class Route, class Dispatch>
 boost::asio::awaitable<response> serve_internal(const request& req, const target& t, const service_probes& probes,
                                                 const std::string& token, std::span<const Route> table,
@@ -133,11 +133,11 @@ boost::asio::awaitable<response> serve_internal(const request& req, const target
   if (t.path.empty() || t.path[0] != "v1") co_return not_found(req);
   if (!bearer_token_ok(req, token))
     co_return make_error_response(req, contract::error_code::unauthorized, "missing or wrong internal token");
+  auto found = find_route(table, req.method(), t.path);
+  if (found.route) co_return co_await dispatch(*found.route, std::move(found.args));
   if (const auto shared = find_route(internal_routes(), req.method(), t.path); shared.route)
     co_return shared.route->handle(req);
-  auto found = find_route(table, req.method(), t.path);
-  if (!found.route) co_return not_found(req);
-  co_return co_await dispatch(*found.route, std::move(found.args));
+  co_return not_found(req);
 }
 
 // What the route context of an internal service starts with: what
